@@ -1,0 +1,1 @@
+"""Rollouts: chat interpretation, episodes, engine clients, group scheduling, evaluation. No JAX."""
