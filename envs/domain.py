@@ -1,0 +1,127 @@
+"""The domain SDK: what one business backend declares, and the runtime pieces derived from it.
+
+A domain is data plus plain functions: a schema, a seeded row generator, typed tool functions whose first
+parameter is the episode's `Sandbox`, a written policy, volatile columns and task templates. Everything else
+(the template database, MCP tool definitions, golden replays) is derived here once per process.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools.base import Tool
+from pydantic import ValidationError
+
+from envs.sandbox import DatabaseTemplate, Sandbox
+
+if TYPE_CHECKING:
+    from envs.templates import TaskTemplate
+
+ToolFunction = Callable[..., Any]
+Populate = Callable[[sqlite3.Connection, random.Random], None]
+
+
+@dataclass(eq=False)
+class Domain:
+    """One business backend. Built-in domains define `DOMAIN = Domain(...)` in envs/domains/<name>/."""
+
+    name: str
+    description: str
+    schema_sql: str
+    policy: str
+    today: str  # the fixed clock of every episode, ISO date
+    populate: Populate  # fills the template database deterministically from the given Random
+    tools: Sequence[ToolFunction]
+    templates: Sequence[TaskTemplate]
+    volatile: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    seed: int = 0
+
+    # -- derived, built once per process -------------------------------------------------------------
+    @cached_property
+    def database(self) -> DatabaseTemplate:
+        rng = random.Random(f"{self.name}/{self.seed}")
+        return DatabaseTemplate(
+            self.schema_sql,
+            lambda conn: self.populate(conn, rng),
+            volatile={t: list(c) for t, c in self.volatile.items()},
+            today=self.today,
+        )
+
+    @cached_property
+    def mcp_tools(self) -> dict[str, Tool]:
+        """MCP tool definitions with unbound bodies; `bind_tools` attaches them to one sandbox."""
+        tools = {}
+        for fn in self.tools:
+            if fn.__name__ in tools:
+                raise ValueError(f"domain {self.name}: two tools are named {fn.__name__!r}")
+            tools[fn.__name__] = _tool_definition(self.name, fn)
+        return tools
+
+    @cached_property
+    def _functions(self) -> dict[str, ToolFunction]:
+        return {fn.__name__: fn for fn in self.tools}
+
+    def system_prompt(self) -> str:
+        return f"{self.policy.strip()}\n\nToday's date is {self.today}."
+
+    def new_sandbox(self, patch: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Sandbox:
+        sandbox = self.database.spawn()
+        if patch:
+            sandbox.apply_patch(patch)
+            sandbox.dirty_tables.clear()
+            sandbox.dirty_tables.update(patch)
+        return sandbox
+
+    def bind_tools(self, sandbox: Sandbox) -> list[Tool]:
+        """Copies of the tool definitions whose bodies act on `sandbox` (cheap: no schema rebuilt)."""
+        return [
+            definition.model_copy(update={"fn": _bound_body(self._functions[name], sandbox)})
+            for name, definition in self.mcp_tools.items()
+        ]
+
+    def invoke(self, sandbox: Sandbox, name: str, args: Mapping[str, Any]) -> Any:
+        """Call a tool directly with MCP's own argument validation (golden replays, no transport)."""
+        definition = self.mcp_tools.get(name)
+        if definition is None:
+            raise ToolError(f"Unknown tool: {name}")
+        try:
+            kwargs = definition.fn_metadata.validate_arguments(dict(args))
+        except ValidationError as exc:
+            raise ToolError(f"Error executing tool {name}: {exc}") from exc
+        with sandbox.transaction():
+            return self._functions[name](sandbox, **kwargs)
+
+
+def _tool_definition(domain: str, fn: ToolFunction) -> Tool:
+    """Derive the MCP schema from `fn`'s hints without its leading `db: Sandbox` parameter."""
+    signature = inspect.signature(fn, eval_str=True)
+    parameters = list(signature.parameters.values())
+    if not parameters or parameters[0].name != "db":
+        raise TypeError(f"tool {domain}.{fn.__name__} must take `db: Sandbox` as its first parameter")
+    if not (fn.__doc__ or "").strip():
+        raise TypeError(f"tool {domain}.{fn.__name__} needs a docstring: it is the description the agent reads")
+
+    async def unbound(**_: Any) -> Any:
+        raise RuntimeError(f"tool {fn.__name__} is not bound to a sandbox; use Domain.bind_tools")
+
+    unbound.__signature__ = signature.replace(parameters=parameters[1:])  # type: ignore[attr-defined]
+    unbound.__name__ = fn.__name__
+    return Tool.from_function(unbound, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""),
+                              structured_output=False)
+
+
+def _bound_body(fn: ToolFunction, sandbox: Sandbox) -> Callable[..., Any]:
+    # Runs on the event loop rather than a worker thread: a sandbox query takes microseconds, far less
+    # than a thread hop, and episodes in one loop never share a connection.
+    async def body(**kwargs: Any) -> Any:
+        with sandbox.transaction():
+            return fn(sandbox, **kwargs)
+
+    return body

@@ -1,0 +1,74 @@
+"""Shared pieces of telecom task templates: who the caller is, how they prove it, how money and dates read."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call
+
+UNKNOWN = ("customer id", "account id", "account number")
+ACTIVE_PLANS_BY_FEE = ["BASIC5", "PLUS20", "MAX50", "UNLTD"]
+PLAN_NAMES = {"BASIC5": "Basic 5GB", "LEGACY10": "Legacy 10GB", "PLUS20": "Plus 20GB", "MAX50": "Max 50GB",
+              "UNLTD": "Unlimited"}
+PLAN_FEES = {"BASIC5": 2000, "LEGACY10": 2500, "PLUS20": 3500, "MAX50": 5000, "UNLTD": 6500}
+
+
+def caller_facts(customer: dict[str, Any], phone: str | None = None) -> tuple[Fact, ...]:
+    """What a real caller can say about themselves: phone, email, date of birth, PIN."""
+    return (
+        Fact(name="phone number", value=phone or customer["phone"], keywords=("phone", "phone number", "mobile")),
+        Fact(name="email", value=customer["email"], keywords=("email", "e mail")),
+        Fact(name="date of birth", value=customer["date_of_birth"], keywords=("date of birth", "birth", "dob")),
+        Fact(name="PIN", value=customer["pin"], keywords=("pin",)),
+    )
+
+
+def identify(customer: dict[str, Any], phone: str | None = None) -> list[ToolCall]:
+    """The golden opening of every task: look the caller up, then verify them."""
+    return [
+        call("find_customer", phone=phone or customer["phone"]),
+        call("verify_identity", customer_id=customer["customer_id"], date_of_birth=customer["date_of_birth"],
+             pin=customer["pin"]),
+    ]
+
+
+def scenario(customer: dict[str, Any], opening: str, goal: str, phone: str | None = None) -> UserScenario:
+    return UserScenario(
+        opening=opening,
+        goal=goal,
+        persona=f"{customer['full_name']}, a customer who answers questions briefly and politely",
+        facts=caller_facts(customer, phone),
+        unknown=UNKNOWN,
+    )
+
+
+def customer_of(ctx: GenContext, customer_id: str) -> dict[str, Any]:
+    return ctx.read("SELECT * FROM customers WHERE customer_id = ?", (customer_id,))[0]
+
+
+def record(ctx: GenContext, table: str, key_column: str, key: str, **changes: Any) -> dict[str, Any]:
+    """A full row of `table` with `changes` applied: the shape an initial-state patch needs."""
+    rows = ctx.read(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
+    if len(rows) != 1:
+        raise ValueError(f"expected one {table} row with {key_column} = {key!r}, found {len(rows)}")
+    return {**rows[0], **changes}
+
+
+def dollars(cents: int) -> str:
+    return f"{cents / 100:.2f}"
+
+
+def money_phrases(cents: int) -> tuple[str, ...]:
+    whole = f"{cents // 100}" if cents % 100 == 0 else None
+    return (dollars(cents),) + ((whole,) if whole else ())
+
+
+def date_phrases(iso: str) -> tuple[str, ...]:
+    d = date.fromisoformat(iso)
+    month = d.strftime("%B")
+    return (iso, f"{month} {d.day}, {d.year}", f"{d.day} {month} {d.year}")
+
+
+def day_before(iso: str, days: int) -> str:
+    return (date.fromisoformat(iso) - timedelta(days=days)).isoformat()

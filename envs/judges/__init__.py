@@ -1,0 +1,1 @@
+"""Answer judges: deterministic phrase rubrics and an LLM yes/no judge."""

@@ -1,0 +1,117 @@
+"""The environment session (DESIGN.md): everything one episode needs, and its verdict at the end.
+
+    session = await open_session(task)          # fresh private backend + MCP client + user simulator
+    session.system_messages, session.tool_schemas, session.opening()
+    result = await session.call_tool(name, args)   # or session.client.call_tool(...)
+    turn = await session.user_reply(agent_text)    # records the reply for answer rubrics
+    verdict = await session.close()                # grade the final state, free the backend
+
+Open and close a session in the same asyncio task: the in-process MCP client holds an anyio task group.
+External suites (whose backends are separate MCP processes) implement `EnvironmentSession` too, so the
+episode loop never knows which kind it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Any, Protocol
+
+from mcp import Client
+from mcp.types import CallToolResult
+
+from envs.domain import Domain
+from envs.judges.llm import LlmJudge
+from envs.mcp_server import build_server
+from envs.registry import get_domain
+from envs.tasks import Task, UserScenario
+from envs.users.base import UserSimulator, UserTurn
+from envs.users.scripted import ScriptedUser
+from envs.verdict import Verdict
+from envs.verifier import grade
+
+UserFactory = Callable[[UserScenario], UserSimulator]
+
+
+class EnvironmentSession(Protocol):
+    task: Task
+    system_messages: list[dict[str, str]]
+    tool_schemas: list[dict[str, Any]]
+
+    def opening(self) -> str: ...
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult: ...
+    async def user_reply(self, agent_text: str) -> UserTurn: ...
+    async def close(self, final_reply: str | None = None) -> Verdict: ...
+
+
+def openai_tool_schemas(domain: Domain) -> list[dict[str, Any]]:
+    """The domain's tools in OpenAI function-calling form (what chat templates render)."""
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in domain.mcp_tools.values()
+    ]
+
+
+class BuiltinSession:
+    """A session on a built-in domain: private sandbox, in-process MCP client, simulated user."""
+
+    def __init__(self, task: Task, domain: Domain, user: UserSimulator, judge: LlmJudge | None) -> None:
+        self.task = task
+        self.domain = domain
+        self.user = user
+        self.judge = judge
+        self.sandbox = domain.new_sandbox(task.initial_patch)
+        self.server = build_server(domain, self.sandbox)
+        self.client = Client(self.server)
+        self.system_messages = [{"role": "system", "content": domain.system_prompt()}]
+        self.tool_schemas = openai_tool_schemas(domain)
+        self.agent_replies: list[str] = []
+        self._stack = AsyncExitStack()
+        self._closed = False
+
+    async def _start(self) -> BuiltinSession:
+        await self._stack.enter_async_context(self.client)
+        return self
+
+    def opening(self) -> str:
+        return self.user.opening()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        return await self.client.call_tool(name, arguments)
+
+    async def user_reply(self, agent_text: str) -> UserTurn:
+        self.agent_replies.append(agent_text)
+        return await self.user.reply(agent_text)
+
+    async def close(self, final_reply: str | None = None) -> Verdict:
+        """Grade the final state (and replies, plus `final_reply` if the agent ended on one) and free it all."""
+        if self._closed:
+            raise RuntimeError(f"session for {self.task.id} is already closed")
+        self._closed = True
+        if final_reply:
+            self.agent_replies.append(final_reply)
+        try:
+            return await grade(self.domain, self.task, self.sandbox, self.agent_replies, self.judge)
+        finally:
+            await self._stack.aclose()
+            self.sandbox.close()
+
+    async def __aenter__(self) -> BuiltinSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._stack.aclose()
+            self.sandbox.close()
+
+
+async def open_session(task: Task, *, user: UserFactory = ScriptedUser, judge: LlmJudge | None = None
+                       ) -> BuiltinSession:
+    """Open an episode of `task`: a fresh backend, its MCP client, and a user made by `user(scenario)`."""
+    session = BuiltinSession(task, get_domain(task.domain), user(task.scenario), judge)
+    try:
+        return await session._start()
+    except BaseException:
+        session.sandbox.close()
+        raise

@@ -1,0 +1,73 @@
+"""Grading an episode from its final backend state and the agent's replies.
+
+The state check compares one sha256 digest with the task's golden hash (only tables some statement could
+have written are re-read). The diff, which costs a golden replay, is computed only when the digests differ,
+to explain the failure: every missing row, unexpected row and changed value in any table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from envs.domain import Domain
+from envs.errors import ConfigError, EnvSystemError
+from envs.golden import replay
+from envs.judges.llm import LlmJudge
+from envs.judges.rules import check_rule
+from envs.sandbox import Sandbox
+from envs.tasks import Task
+from envs.verdict import DiffEntry, RubricResult, Verdict
+
+
+def diff_states(expected: Sandbox, actual: Sandbox) -> list[DiffEntry]:
+    """Differences over the graded columns of every table whose digests disagree."""
+    wanted, got = expected.table_digests(), actual.table_digests()
+    entries: list[DiffEntry] = []
+    for table in sorted(t for t in wanted if wanted[t] != got[t]):
+        want_rows, got_rows = expected.rows(table), actual.rows(table)
+        for key in sorted(want_rows.keys() | got_rows.keys(), key=repr):
+            if key not in got_rows:
+                entries.append(DiffEntry(change="missing_row", table=table, key=list(key), expected=want_rows[key]))
+            elif key not in want_rows:
+                entries.append(DiffEntry(change="unexpected_row", table=table, key=list(key), actual=got_rows[key]))
+            else:
+                entries += [
+                    DiffEntry(change="changed_value", table=table, key=list(key), column=column,
+                              expected=value, actual=got_rows[key][column])
+                    for column, value in want_rows[key].items() if got_rows[key][column] != value
+                ]
+    return entries
+
+
+async def grade(domain: Domain, task: Task, sandbox: Sandbox, replies: Sequence[str],
+                judge: LlmJudge | None = None) -> Verdict:
+    """The verdict for `task` given the episode's final `sandbox` and every reply the agent sent the user."""
+    if task.golden_hash is None:
+        raise ValueError(f"task {task.id} is not sealed; load it with envs.load_tasks or envs.loading.seal")
+    state_matches = sandbox.state_hash() == task.golden_hash
+    diff: list[DiffEntry] = []
+    if not state_matches:
+        golden = replay(domain, task)
+        try:
+            diff = diff_states(golden, sandbox)
+        finally:
+            golden.close()
+    try:
+        rubrics = await _grade_rubrics(task, "\n".join(replies), judge)
+    except EnvSystemError as exc:
+        return Verdict(task_id=task.id, passed=False, system_error=f"{exc.kind}: {exc}",
+                       state_matches=state_matches, diff=diff)
+    passed = state_matches and all(r.passed for r in rubrics)
+    return Verdict(task_id=task.id, passed=passed, state_matches=state_matches, diff=diff, rubrics=rubrics)
+
+
+async def _grade_rubrics(task: Task, replies: str, judge: LlmJudge | None) -> list[RubricResult]:
+    results = []
+    for rubric in task.rubrics:
+        if rubric.kind != "llm_yes_no":
+            results.append(check_rule(rubric, replies))
+        elif judge is None:
+            raise ConfigError(f"task {task.id} has an llm_yes_no rubric but no judge was configured")
+        else:
+            results.append(await judge.check(rubric, replies))
+    return results
