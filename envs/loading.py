@@ -17,7 +17,7 @@ from envs.domain import Domain
 from envs.errors import InvalidTaskError
 from envs.golden import initial_sandbox, run_golden_path
 from envs.judges.rules import check_rule
-from envs.registry import domains, get_domain
+from envs.registry import builtin_domains, get_domain
 from envs.tasks import Split, Task, TaskKind
 from envs.templates import GenContext
 
@@ -87,7 +87,7 @@ def domain_tasks(name: str) -> tuple[Task, ...]:
 
 def load_tasks(domain: str | None = None, split: Split | str | None = None) -> list[Task]:
     """Sealed tasks of one built-in domain (or all), optionally of one split."""
-    names = [domain] if domain else list(domains())
+    names = [domain] if domain else list(builtin_domains())
     wanted = Split(split) if split else None
     return [t for name in names for t in domain_tasks(name) if wanted is None or t.split == wanted]
 

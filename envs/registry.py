@@ -11,7 +11,7 @@ from envs.domain import Domain
 
 
 @cache
-def domains() -> dict[str, Domain]:
+def builtin_domains() -> dict[str, Domain]:
     """All built-in domains by name, in name order."""
     found: dict[str, Domain] = {}
     for module in pkgutil.iter_modules(envs.domains.__path__):
@@ -28,7 +28,7 @@ def domains() -> dict[str, Domain]:
 
 
 def get_domain(name: str) -> Domain:
-    known = domains()
+    known = builtin_domains()
     if name not in known:
         raise KeyError(f"unknown domain {name!r}; built-in domains: {sorted(known)}")
     return known[name]
