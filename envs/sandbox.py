@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from envs.state import TableInfo, combine_digests, inspect_tables, table_digest, table_rows
+from envs.state import Rows, TableInfo, combine_digests, inspect_tables, table_digest, table_rows
 
 Params = Sequence[Any] | Mapping[str, Any]
 
@@ -185,7 +185,7 @@ class Sandbox:
         """Digest of the graded state; only tables some statement could have written are re-read."""
         return combine_digests(self.table_digests())
 
-    def rows(self, table: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+    def rows(self, table: str) -> Rows:
         return table_rows(self._conn, self.template.tables[table])
 
     def close(self) -> None:

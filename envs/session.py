@@ -6,7 +6,8 @@
     turn = await session.user_reply(agent_text)    # records the reply for answer rubrics
     verdict = await session.close()                # grade the final state, free the backend
 
-Open and close a session in the same asyncio task: the in-process MCP client holds an anyio task group.
+Sessions may be opened and closed in any order and from any task: each session's in-process MCP client lives
+in its own background task (an anyio task group must be exited by the task that entered it, in LIFO order).
 External suites (whose backends are separate MCP processes) implement `EnvironmentSession` too, so the
 episode loop never knows which kind it runs.
 """
@@ -14,7 +15,7 @@ episode loop never knows which kind it runs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AsyncExitStack
+import asyncio
 from typing import Any, Protocol
 
 from mcp import Client
@@ -66,12 +67,35 @@ class BuiltinSession:
         self.system_messages = [{"role": "system", "content": domain.system_prompt()}]
         self.tool_schemas = openai_tool_schemas(domain)
         self.agent_replies: list[str] = []
-        self._stack = AsyncExitStack()
+        self._stop = asyncio.Event()
+        self._client_task: asyncio.Task[None] | None = None
         self._closed = False
 
     async def _start(self) -> BuiltinSession:
-        await self._stack.enter_async_context(self.client)
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._client_task = asyncio.create_task(self._hold_client(ready), name=f"mcp-client {self.task.id}")
+        await ready
         return self
+
+    async def _hold_client(self, ready: asyncio.Future[None]) -> None:
+        try:
+            async with self.client:
+                ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+                return
+            raise
+
+    async def _release(self) -> None:
+        self._closed = True
+        self._stop.set()
+        try:
+            if self._client_task is not None:
+                await self._client_task
+        finally:
+            self.sandbox.close()
 
     def opening(self) -> str:
         return self.user.opening()
@@ -87,23 +111,19 @@ class BuiltinSession:
         """Grade the final state (and replies, plus `final_reply` if the agent ended on one) and free it all."""
         if self._closed:
             raise RuntimeError(f"session for {self.task.id} is already closed")
-        self._closed = True
         if final_reply:
             self.agent_replies.append(final_reply)
         try:
             return await grade(self.domain, self.task, self.sandbox, self.agent_replies, self.judge)
         finally:
-            await self._stack.aclose()
-            self.sandbox.close()
+            await self._release()
 
     async def __aenter__(self) -> BuiltinSession:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         if not self._closed:
-            self._closed = True
-            await self._stack.aclose()
-            self.sandbox.close()
+            await self._release()
 
 
 async def open_session(task: Task, *, user: UserFactory = ScriptedUser, judge: LlmJudge | None = None
@@ -113,5 +133,5 @@ async def open_session(task: Task, *, user: UserFactory = ScriptedUser, judge: L
     try:
         return await session._start()
     except BaseException:
-        session.sandbox.close()
+        await session._release()
         raise

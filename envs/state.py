@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 Key = tuple[Any, ...]
-Rows = dict[Key, dict[str, Any]]
+Rows = dict[Key, tuple[Any, ...]]  # primary key -> graded values in `TableInfo.graded_columns` order
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,6 @@ def combine_digests(digests: dict[str, str]) -> str:
 
 
 def table_rows(conn: sqlite3.Connection, info: TableInfo) -> Rows:
-    """The table's graded content keyed by primary key, for diffs."""
+    """The table's graded content keyed by primary key, for diffs (tuples: cheap to build and compare)."""
     width = len(info.key_columns)
-    result: Rows = {}
-    for row in conn.execute(info.select_sql):
-        result[tuple(row[:width])] = dict(zip(info.graded_columns, row[width:], strict=True))
-    return result
+    return {row[:width]: row[width:] for row in conn.execute(info.select_sql)}

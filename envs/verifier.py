@@ -20,21 +20,26 @@ from envs.verdict import DiffEntry, RubricResult, Verdict
 
 
 def diff_states(expected: Sandbox, actual: Sandbox) -> list[DiffEntry]:
-    """Differences over the graded columns of every table whose digests disagree."""
+    """Differences over the graded columns of every table whose digests disagree, in key order."""
     wanted, got = expected.table_digests(), actual.table_digests()
     entries: list[DiffEntry] = []
     for table in sorted(t for t in wanted if wanted[t] != got[t]):
+        columns = expected.template.tables[table].graded_columns
         want_rows, got_rows = expected.rows(table), actual.rows(table)
-        for key in sorted(want_rows.keys() | got_rows.keys(), key=repr):
-            if key not in got_rows:
-                entries.append(DiffEntry(change="missing_row", table=table, key=list(key), expected=want_rows[key]))
-            elif key not in want_rows:
-                entries.append(DiffEntry(change="unexpected_row", table=table, key=list(key), actual=got_rows[key]))
+        differing = {k for k, v in want_rows.items() if got_rows.get(k) != v}
+        differing |= got_rows.keys() - want_rows.keys()
+        for key in sorted(differing, key=repr):
+            want, have = want_rows.get(key), got_rows.get(key)
+            if have is None:
+                entries.append(DiffEntry(change="missing_row", table=table, key=list(key),
+                                         expected=dict(zip(columns, want or (), strict=True))))
+            elif want is None:
+                entries.append(DiffEntry(change="unexpected_row", table=table, key=list(key),
+                                         actual=dict(zip(columns, have, strict=True))))
             else:
                 entries += [
-                    DiffEntry(change="changed_value", table=table, key=list(key), column=column,
-                              expected=value, actual=got_rows[key][column])
-                    for column, value in want_rows[key].items() if got_rows[key][column] != value
+                    DiffEntry(change="changed_value", table=table, key=list(key), column=column, expected=w, actual=h)
+                    for column, w, h in zip(columns, want, have, strict=True) if w != h
                 ]
     return entries
 
