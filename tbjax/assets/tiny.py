@@ -1,0 +1,74 @@
+"""Tiny Qwen architectures (HF config dicts) for tests and the laptop default, and a Flax-only way to
+materialise one as an HF directory (no torch needed)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from flax import nnx
+
+from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
+
+_COMMON: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-6,
+    "hidden_act": "silu",
+}
+
+# Each exercises something the parity tests must cover: head_dim != hidden/heads, tied embeddings,
+# q/k/v bias, MoE routing with renormalised top-k, mixed dense/MoE layers, and rope scaling.
+TINY_ARCHITECTURES: dict[str, dict[str, Any]] = {
+    "qwen3": {**_COMMON, "model_type": "qwen3", "head_dim": 32, "tie_word_embeddings": False,
+              "rope_theta": 1_000_000.0},
+    "qwen3-tied": {**_COMMON, "model_type": "qwen3", "head_dim": 16, "tie_word_embeddings": True},
+    "qwen2": {**_COMMON, "model_type": "qwen2", "tie_word_embeddings": True, "rope_theta": 10000.0},
+    "qwen3-moe": {**_COMMON, "model_type": "qwen3_moe", "head_dim": 16, "num_experts": 4,
+                  "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": True,
+                  "tie_word_embeddings": False},
+    "qwen3-moe-mixed": {**_COMMON, "model_type": "qwen3_moe", "head_dim": 16, "num_experts": 4,
+                        "num_experts_per_tok": 2, "moe_intermediate_size": 32, "mlp_only_layers": [1],
+                        "num_hidden_layers": 3, "tie_word_embeddings": False},
+    "qwen3-yarn": {**_COMMON, "model_type": "qwen3", "head_dim": 16, "tie_word_embeddings": False,
+                   "max_position_embeddings": 256,
+                   "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}},
+    "qwen3-llama3-rope": {**_COMMON, "model_type": "qwen3", "head_dim": 16, "tie_word_embeddings": False,
+                          "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                           "high_freq_factor": 4.0, "original_max_position_embeddings": 64}},
+}
+
+
+def padded_vocab(tokenizer_size: int, multiple: int = 128) -> int:
+    """Model vocab rounded up (as Qwen does) so the embedding shards evenly over mesh axes."""
+    return multiple * math.ceil(tokenizer_size / multiple)
+
+
+def hf_config(name: str, tokenizer_size: int) -> dict[str, Any]:
+    if name not in TINY_ARCHITECTURES:
+        raise KeyError(f"unknown tiny architecture {name!r}; choose from {sorted(TINY_ARCHITECTURES)}")
+    return {
+        **TINY_ARCHITECTURES[name],
+        "vocab_size": padded_vocab(tokenizer_size),
+        "bos_token_id": None,
+        "eos_token_id": 2,
+        "pad_token_id": 0,
+    }
+
+
+def make_flax_checkpoint(out_dir: str | Path, name: str = "qwen3", seed: int = 0) -> Path:
+    """A random tiny Qwen initialised by tbjax itself and written in HF format with its tokenizer."""
+    from tbjax.models import ModelConfig, Qwen, save_pretrained
+
+    out = Path(out_dir)
+    tokenizer = train_tokenizer()
+    save_tokenizer(tokenizer, out)
+    cfg = ModelConfig.from_hf_dict({**hf_config(name, len(tokenizer)), "dtype": "float32"})
+    model = Qwen(cfg, nnx.Rngs(seed))
+    save_pretrained(model, out, tokenizer_dir=out)
+    return out

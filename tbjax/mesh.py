@@ -1,0 +1,138 @@
+"""Device meshes from `--mesh` specs, and multi-host start-up.
+
+Every mesh has the three named axes (`data`, `fsdp`, `tensor`) so the sharding rules can always name
+them; a spec fills their sizes. `AxB` (hosts x local devices) defaults to data x fsdp: replicas across
+hosts, FSDP inside a host, because the slow inter-node network should only carry gradient reductions and
+3 divides none of a 27-32B Qwen's widths. `layout=` renames which axes the spec's numbers fill.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Mapping, Sequence
+
+import jax
+import numpy as np
+from jax.experimental import mesh_utils
+from jax.sharding import AxisType, Mesh
+
+MESH_AXES = ("data", "fsdp", "tensor")
+DEFAULT_LAYOUTS = {1: ("fsdp",), 2: ("data", "fsdp"), 3: ("data", "fsdp", "tensor")}
+log = logging.getLogger(__name__)
+
+
+class MeshError(ValueError):
+    """A mesh spec that is malformed or does not match the devices."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshSpec:
+    sizes: Mapping[str, int]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.sizes[a] for a in MESH_AXES)
+
+    @property
+    def num_devices(self) -> int:
+        return int(np.prod(self.shape))
+
+    def describe(self) -> str:
+        return " x ".join(f"{a}={self.sizes[a]}" for a in MESH_AXES)
+
+
+def parse_mesh_spec(text: str, layout: Sequence[str] | None = None) -> MeshSpec:
+    """'3x8' -> data=3, fsdp=8, tensor=1 (or the axes `layout` names, in order)."""
+    try:
+        numbers = [int(part) for part in text.lower().split("x")]
+    except ValueError:
+        raise MeshError(f"mesh spec {text!r} is not like '8', '3x8' or '2x4x2' (sizes joined by 'x')") from None
+    if not numbers or any(n < 1 for n in numbers):
+        raise MeshError(f"mesh spec {text!r} needs positive sizes, e.g. '3x8'")
+    axes = tuple(layout) if layout else DEFAULT_LAYOUTS.get(len(numbers))
+    if axes is None or len(axes) != len(numbers):
+        raise MeshError(f"mesh spec {text!r} has {len(numbers)} sizes but the layout names {axes}; "
+                        f"give a layout with one of {MESH_AXES} per size")
+    unknown = set(axes) - set(MESH_AXES)
+    if unknown or len(set(axes)) != len(axes):
+        raise MeshError(f"mesh layout {axes} must name distinct axes from {MESH_AXES}")
+    sizes = dict.fromkeys(MESH_AXES, 1)
+    sizes.update(zip(axes, numbers, strict=True))
+    return MeshSpec(sizes)
+
+
+def make_mesh(spec: MeshSpec, devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A Mesh over all (global) devices; with several processes the leading axes span hosts."""
+    devices = list(devices if devices is not None else jax.devices())
+    if spec.num_devices != len(devices):
+        raise MeshError(
+            f"mesh {spec.describe()} needs {spec.num_devices} devices but {len(devices)} are available "
+            f"({jax.process_count()} process(es) x {jax.local_device_count()} local {devices[0].platform} devices). "
+            "Fix: pass a --mesh whose sizes multiply to the device count, or start the matching processes."
+        )
+    processes = sorted({d.process_index for d in devices})
+    if len(processes) == 1:
+        grid = mesh_utils.create_device_mesh(spec.shape, devices)
+    else:
+        grid = _host_major_grid(spec, devices, len(processes))
+    return Mesh(grid, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
+
+
+def _host_major_grid(spec: MeshSpec, devices: Sequence[jax.Device], num_processes: int) -> np.ndarray:
+    """Hosts along the leading axes, each host's devices along the trailing ones (ICI inside a host)."""
+    per_host = len(devices) // num_processes
+    local_shape, remaining = [], per_host
+    for size in reversed(spec.shape):
+        take = np.gcd(size, remaining)
+        local_shape.insert(0, take)
+        remaining //= take
+    if remaining != 1:
+        raise MeshError(f"mesh {spec.describe()} cannot place {per_host} devices of one host on its trailing axes")
+    dcn_shape = tuple(s // l for s, l in zip(spec.shape, local_shape, strict=True))
+    return mesh_utils.create_hybrid_device_mesh(
+        tuple(local_shape), dcn_shape, devices, process_is_granule=True
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedConfig:
+    """How this process joins a multi-host job. All None = single process (or auto-detect)."""
+
+    coordinator_address: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> DistributedConfig:
+        """JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID, read once at the entry point."""
+        num = environ.get("JAX_NUM_PROCESSES")
+        pid = environ.get("JAX_PROCESS_ID")
+        return cls(environ.get("JAX_COORDINATOR_ADDRESS"), int(num) if num else None, int(pid) if pid else None)
+
+    def merged_over(self, fallback: DistributedConfig) -> DistributedConfig:
+        """Explicit flags win over the environment."""
+        return DistributedConfig(*(a if a is not None else b for a, b in zip(
+            dataclasses.astuple(self), dataclasses.astuple(fallback), strict=True)))
+
+
+def initialize_distributed(config: DistributedConfig, environ: Mapping[str, str] = os.environ) -> str:
+    """Starts jax.distributed when the job spans processes. Returns how it was decided, for the log.
+
+    Explicit flags / JAX_* variables come first; then SLURM (several tasks) and Cloud TPU pods, which
+    jax.distributed detects itself; otherwise a single process and nothing to do.
+    """
+    if config.coordinator_address is not None:
+        if config.num_processes is None or config.process_id is None:
+            raise MeshError("a coordinator address needs num_processes and process_id too "
+                            "(flags or JAX_NUM_PROCESSES / JAX_PROCESS_ID)")
+        jax.distributed.initialize(config.coordinator_address, config.num_processes, config.process_id)
+        return f"explicit coordinator {config.coordinator_address} (process {config.process_id}/{config.num_processes})"
+    if int(environ.get("SLURM_NTASKS", "1")) > 1:
+        jax.distributed.initialize()
+        return f"SLURM ({environ['SLURM_NTASKS']} tasks)"
+    if environ.get("TPU_WORKER_HOSTNAMES", "").count(",") > 0:
+        jax.distributed.initialize()
+        return "Cloud TPU pod"
+    return "single process"

@@ -1,0 +1,16 @@
+"""Flax NNX Qwen models (Qwen2/2.5, Qwen3, Qwen3-MoE) and their Hugging Face import/export.
+
+Public API (stable): `from_pretrained(path, *, dtype="float32", mesh=None)` and
+`save_pretrained(model, out_dir)`.
+"""
+
+from tbjax.models.config import ModelConfig, RuntimeConfig, UnsupportedModelError
+from tbjax.models.hf_export import save_pretrained
+from tbjax.models.hf_import import from_pretrained
+from tbjax.models.qwen import Qwen
+from tbjax.models.safetensors_reader import CheckpointError
+
+__all__ = [
+    "CheckpointError", "ModelConfig", "Qwen", "RuntimeConfig", "UnsupportedModelError",
+    "from_pretrained", "save_pretrained",
+]

@@ -1,0 +1,37 @@
+"""Grouped-query self-attention of Qwen2/Qwen3: optional q/k/v bias (Qwen2), per-head q/k RMSNorm (Qwen3),
+rotary embeddings, and a pluggable kernel."""
+
+from __future__ import annotations
+
+import jax
+from flax import nnx
+
+from tbjax.models.attention_kernels import attend
+from tbjax.models.config import ModelConfig
+from tbjax.models.layers import Projection, RMSNorm
+from tbjax.models.rope import apply_rotary
+
+
+class Attention(nnx.Module):
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs | None):
+        d, hd = cfg.hidden_size, cfg.head_dim
+        bias = cfg.qkv_bias
+        self.impl = cfg.runtime.attention_impl
+        self.q_proj = Projection((d,), (cfg.num_heads, hd), ("embed",), ("q_heads", "head_dim"),
+                                 use_bias=bias, cfg=cfg, rngs=rngs)
+        self.k_proj = Projection((d,), (cfg.num_kv_heads, hd), ("embed",), ("kv_heads", "head_dim"),
+                                 use_bias=bias, cfg=cfg, rngs=rngs)
+        self.v_proj = Projection((d,), (cfg.num_kv_heads, hd), ("embed",), ("kv_heads", "head_dim"),
+                                 use_bias=bias, cfg=cfg, rngs=rngs)
+        self.o_proj = Projection((cfg.num_heads, hd), (d,), ("q_heads", "head_dim"), ("embed",),
+                                 use_bias=False, cfg=cfg, rngs=rngs)
+        self.q_norm = RMSNorm(hd, cfg, rngs) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(hd, cfg, rngs) if cfg.qk_norm else None
+
+    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, segments: jax.Array) -> jax.Array:
+        """x: [batch, seq, embed]; cos/sin: [batch, seq, head_dim]; segments: [batch, seq] int32."""
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        return self.o_proj(attend(self.impl, q, k, v, segments, segments))

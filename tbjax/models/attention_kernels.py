@@ -1,0 +1,99 @@
+"""Attention implementations behind one signature, chosen by `RuntimeConfig.attention_impl`.
+
+- `xla`: plain einsums with a boolean mask; runs everywhere and is the CPU default and the reference.
+- `cudnn`: `jax.nn.dot_product_attention(implementation="cudnn")`, the fused GPU kernel.
+- `splash`: Pallas splash attention, the TPU kernel (segment ids natively; `interpret=True` off TPU).
+
+All take q [batch, q_len, heads, head_dim], k/v [batch, kv_len, kv_heads, head_dim] and segment ids, and
+return [batch, q_len, heads, head_dim]. Causality is by index and documents by segment id, so packed
+sequences never attend across documents.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from tbjax.models.config import AttentionImpl
+
+
+def causal_segment_mask(q_segments: jax.Array, kv_segments: jax.Array, q_offset: int | jax.Array = 0) -> jax.Array:
+    """[batch, 1, q_len, kv_len] bool: key j is visible to query i iff j <= i + q_offset, same segment."""
+    q_index = jnp.arange(q_segments.shape[1])[:, None] + q_offset
+    kv_index = jnp.arange(kv_segments.shape[1])[None, :]
+    same_doc = q_segments[:, :, None] == kv_segments[:, None, :]
+    return (same_doc & (kv_index <= q_index)[None])[:, None]
+
+
+def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+    """Grouped-query attention with float32 softmax; mask [batch, 1, q_len, kv_len] bool."""
+    b, q_len, heads, head_dim = q.shape
+    kv_heads = k.shape[2]
+    q = q.reshape(b, q_len, kv_heads, heads // kv_heads, head_dim)
+    scores = jnp.einsum("bqkgd,bskd->bkgqs", q, k, preferred_element_type=jnp.float32)
+    scores = scores * (head_dim**-0.5)
+    scores = jnp.where(mask[:, :, None], scores, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgqs,bskd->bqkgd", probs, v)
+    return out.reshape(b, q_len, heads, head_dim)
+
+
+def cudnn_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, backend: str | None) -> jax.Array:
+    """The fused kernel on GPU; `backend=None` runs the same call through XLA (for tests off GPU)."""
+    return jax.nn.dot_product_attention(q, k, v, mask=mask, implementation=backend)
+
+
+def splash_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Array, interpret: bool) -> jax.Array:
+    """Pallas splash attention (TPU), causal with segment ids; needs q_len == kv_len (training, prefill)."""
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
+
+    b, seq, heads, head_dim = q.shape
+    kv_heads = k.shape[2]
+    block = min(512, seq)
+    sizes = splash.BlockSizes(
+        block_q=block, block_kv=block, block_kv_compute=block,
+        block_q_dkv=block, block_kv_dkv=block, block_kv_dkv_compute=block, block_q_dq=block, block_kv_dq=block,
+    )
+    mask = masks.MultiHeadMask([masks.CausalMask((seq, seq)) for _ in range(heads)])
+    kernel = splash.make_splash_mha(mask, block_sizes=sizes, head_shards=1, q_seq_shards=1, interpret=interpret)
+    # splash wants [heads, seq, head_dim] per example, pre-scaled queries, and kv heads repeated (GQA).
+    q = jnp.swapaxes(q, 1, 2) * (head_dim**-0.5)
+    k = jnp.repeat(jnp.swapaxes(k, 1, 2), heads // kv_heads, axis=1)
+    v = jnp.repeat(jnp.swapaxes(v, 1, 2), heads // kv_heads, axis=1)
+    ids = splash.SegmentIds(q=segments, kv=segments)
+    out = jax.vmap(kernel)(q, k, v, segment_ids=ids)
+    return jnp.swapaxes(out, 1, 2)
+
+
+def attend(
+    impl: AttentionImpl,
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    q_segments: jax.Array,
+    kv_segments: jax.Array,
+) -> jax.Array:
+    """Dispatches to the configured kernel; the GPU/TPU kernels fall back to nothing: wrong platform is
+    an error, so a config never silently runs a slower path than it asked for."""
+    platform = jax.default_backend()
+    if impl == "xla":
+        return xla_attention(q, k, v, causal_segment_mask(q_segments, kv_segments))
+    if impl == "cudnn":
+        _require_platform(impl, platform, "gpu")
+        return cudnn_attention(q, k, v, causal_segment_mask(q_segments, kv_segments), "cudnn")
+    if impl == "splash":
+        _require_platform(impl, platform, "tpu")
+        return splash_attention(q, k, v, q_segments, interpret=False)
+    raise ValueError(f"attention_impl {impl!r} is unknown; use xla, cudnn or splash")
+
+
+@functools.cache
+def _require_platform(impl: str, platform: str, needed: str) -> None:
+    if platform != needed:
+        raise ValueError(
+            f"attention_impl={impl!r} needs a {needed.upper()} backend but JAX runs on {platform!r}; "
+            "set runtime.attention_impl=xla (the portable default) for this machine."
+        )

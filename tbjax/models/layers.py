@@ -1,0 +1,94 @@
+"""Building blocks shared by every Qwen variant: parameters that carry logical axes, projections,
+RMSNorm and the SwiGLU MLP.
+
+Every parameter records its logical axes (`logical_axes` metadata); `tbjax.sharding` turns those into
+mesh shardings through one rules table, so no layer knows about meshes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from tbjax.models.config import ModelConfig
+
+INIT_STD = 0.02  # HF's initializer_range for Qwen
+
+
+def make_param(
+    rngs: nnx.Rngs | None, shape: Sequence[int], axes: Sequence[str | None], dtype: jnp.dtype, init: str
+) -> nnx.Param:
+    """A parameter of `shape` with one logical axis name per dimension; init is normal | ones | zeros."""
+    if len(shape) != len(axes):
+        raise ValueError(f"shape {tuple(shape)} and logical axes {tuple(axes)} differ in rank")
+    if init == "normal":
+        value = INIT_STD * jax.random.normal(rngs.params(), tuple(shape), jnp.float32)
+    elif init == "ones":
+        value = jnp.ones(tuple(shape), jnp.float32)
+    else:
+        value = jnp.zeros(tuple(shape), jnp.float32)
+    return nnx.Param(value.astype(dtype), logical_axes=tuple(axes))
+
+
+class Projection(nnx.Module):
+    """A linear map from `in_shape` dims to `out_shape` dims, e.g. [embed] -> [heads, head_dim].
+
+    Stored as kernel[*in_shape, *out_shape] so that heads stay a real axis (shardable, readable einsums).
+    """
+
+    def __init__(
+        self,
+        in_shape: tuple[int, ...],
+        out_shape: tuple[int, ...],
+        in_axes: tuple[str | None, ...],
+        out_axes: tuple[str | None, ...],
+        *,
+        use_bias: bool,
+        cfg: ModelConfig,
+        rngs: nnx.Rngs | None,
+    ):
+        self.in_rank = len(in_shape)
+        self.compute_dtype = cfg.compute_dtype
+        self.kernel = make_param(rngs, in_shape + out_shape, in_axes + out_axes, cfg.param_dtype, "normal")
+        self.bias = make_param(rngs, out_shape, out_axes, cfg.param_dtype, "zeros") if use_bias else None
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """x: [..., *in_shape] -> [..., *out_shape] in the compute dtype."""
+        kernel = self.kernel[...].astype(self.compute_dtype)
+        in_dims = tuple(range(x.ndim - self.in_rank, x.ndim))
+        y = jax.lax.dot_general(
+            x.astype(self.compute_dtype), kernel, ((in_dims, tuple(range(self.in_rank))), ((), ()))
+        )
+        if self.bias is not None:
+            y = y + self.bias[...].astype(self.compute_dtype)
+        return y
+
+
+class RMSNorm(nnx.Module):
+    """Root-mean-square norm computed in float32, scaled in the input dtype (as Qwen does)."""
+
+    def __init__(self, size: int, cfg: ModelConfig, rngs: nnx.Rngs | None = None):
+        self.eps = cfg.rms_norm_eps
+        self.weight = make_param(rngs, (size,), ("norm",), cfg.param_dtype, "ones")
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x32 = x.astype(jnp.float32)
+        normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return self.weight[...].astype(x.dtype) * normed.astype(x.dtype)
+
+
+class MLP(nnx.Module):
+    """SwiGLU feed-forward: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs | None):
+        d, f = (cfg.hidden_size,), (cfg.intermediate_size,)
+        self.gate_proj = Projection(d, f, ("embed",), ("mlp",), use_bias=False, cfg=cfg, rngs=rngs)
+        self.up_proj = Projection(d, f, ("embed",), ("mlp",), use_bias=False, cfg=cfg, rngs=rngs)
+        self.down_proj = Projection(f, d, ("mlp",), ("embed",), use_bias=False, cfg=cfg, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+
