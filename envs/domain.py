@@ -8,6 +8,7 @@ parameter is the episode's `Sandbox`, a written policy, volatile columns and tas
 from __future__ import annotations
 
 import inspect
+import json
 import random
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -119,9 +120,10 @@ def _tool_definition(domain: str, fn: ToolFunction) -> Tool:
 
 def _bound_body(fn: ToolFunction, sandbox: Sandbox) -> Callable[..., Any]:
     # Runs on the event loop rather than a worker thread: a sandbox query takes microseconds, far less
-    # than a thread hop, and episodes in one loop never share a connection.
-    async def body(**kwargs: Any) -> Any:
+    # than a thread hop, and episodes in one loop never share a connection. The result goes back as one
+    # JSON text (the SDK would split a list into one content block per item).
+    async def body(**kwargs: Any) -> str:
         with sandbox.transaction():
-            return fn(sandbox, **kwargs)
+            return json.dumps(fn(sandbox, **kwargs), ensure_ascii=False)
 
     return body
