@@ -14,8 +14,8 @@ episode loop never knows which kind it runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import asyncio
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from mcp import Client

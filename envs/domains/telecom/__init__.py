@@ -2,9 +2,9 @@
 
 from importlib.resources import files
 
-from envs.sdk import Domain
 from envs.domains.telecom import tasks_changes, tasks_questions, tools
 from envs.domains.telecom.seed import TODAY, populate
+from envs.sdk import Domain
 
 _HERE = files(__name__)
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from envs.domains.telecom.scenario import (
+    ACTIVE_PLANS_BY_FEE,
+    PLAN_NAMES,
+    customer_of,
+    day_before,
+    identify,
+    record,
+    scenario,
+)
 from envs.sdk import GenContext, TaskDraft, call, template
-from envs.domains.telecom.scenario import (ACTIVE_PLANS_BY_FEE, PLAN_NAMES, customer_of, day_before, identify,
-                                          record, scenario)
 
 VARIANTS = 12
 NO_OVERDUE = ("NOT EXISTS (SELECT 1 FROM invoices i WHERE i.customer_id = l.customer_id "

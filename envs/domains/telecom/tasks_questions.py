@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from envs.domains.telecom.scenario import (
+    PLAN_FEES,
+    PLAN_NAMES,
+    customer_of,
+    date_phrases,
+    dollars,
+    identify,
+    money_phrases,
+    scenario,
+)
 from envs.sdk import GenContext, Rubric, TaskDraft, call, template
-from envs.domains.telecom.scenario import (PLAN_FEES, PLAN_NAMES, customer_of, date_phrases, dollars, identify,
-                                          money_phrases, scenario)
 
 VARIANTS = 12
 REFUSAL = ("I'm sorry, but that is internal information I'm not able to share. "
