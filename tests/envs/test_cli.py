@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,26 @@ def test_serve_rejects_unknown_domains() -> None:
     done = subprocess.run([sys.executable, "-m", "envs.serve", "--domain", "nope"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "invalid choice: 'nope'" in done.stderr
+
+
+def test_serve_streamable_http_listens_on_localhost() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "envs.serve", "--domain", "telecom", "--transport",
+                               "streamable-http", "--port", str(port)], cwd=REPO, stderr=subprocess.DEVNULL)
+
+    async def first_result() -> str:
+        for _ in range(150):
+            try:
+                async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                    return (await client.call_tool("list_plans", {})).content[0].text
+            except Exception:  # noqa: BLE001 (the server is still starting)
+                await asyncio.sleep(0.1)
+        raise TimeoutError(f"envs.serve never answered on 127.0.0.1:{port}")
+
+    try:
+        assert json.loads(asyncio.run(first_result()))[0]["plan_code"] == "BASIC5"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
