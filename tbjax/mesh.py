@@ -90,7 +90,7 @@ def _host_major_grid(spec: MeshSpec, devices: Sequence[jax.Device], num_processe
         remaining //= take
     if remaining != 1:
         raise MeshError(f"mesh {spec.describe()} cannot place {per_host} devices of one host on its trailing axes")
-    dcn_shape = tuple(s // l for s, l in zip(spec.shape, local_shape, strict=True))
+    dcn_shape = tuple(total // local for total, local in zip(spec.shape, local_shape, strict=True))
     return mesh_utils.create_hybrid_device_mesh(
         tuple(local_shape), dcn_shape, devices, process_is_granule=True
     )

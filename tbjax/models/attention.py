@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import jax
 from flax import nnx
+from jax.sharding import Mesh
 
 from tbjax.models.attention_kernels import attend
 from tbjax.models.config import ModelConfig
 from tbjax.models.layers import Projection, RMSNorm
 from tbjax.models.rope import apply_rotary
+from tbjax.sharding import ShardingRules
 
 
 class Attention(nnx.Module):
-    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs | None):
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs | None, mesh: Mesh | None = None,
+                 rules: ShardingRules | None = None):
         d, hd = cfg.hidden_size, cfg.head_dim
         bias = cfg.qkv_bias
         self.impl = cfg.runtime.attention_impl
+        self.mesh, self.rules = mesh, rules
         self.q_proj = Projection((d,), (cfg.num_heads, hd), ("embed",), ("q_heads", "head_dim"),
                                  use_bias=bias, cfg=cfg, rngs=rngs)
         self.k_proj = Projection((d,), (cfg.num_kv_heads, hd), ("embed",), ("kv_heads", "head_dim"),
@@ -34,4 +38,4 @@ class Attention(nnx.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        return self.o_proj(attend(self.impl, q, k, v, segments, segments))
+        return self.o_proj(attend(self.impl, q, k, v, segments, mesh=self.mesh, rules=self.rules))

@@ -15,8 +15,10 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import Mesh, PartitionSpec
 
 from tbjax.models.config import AttentionImpl
+from tbjax.sharding import ShardingRules
 
 
 def causal_segment_mask(q_segments: jax.Array, kv_segments: jax.Array, q_offset: int | jax.Array = 0) -> jax.Array:
@@ -68,30 +70,48 @@ def splash_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Arr
     return jnp.swapaxes(out, 1, 2)
 
 
+def splash_attention_sharded(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Array, mesh: Mesh | None,
+                             rules: ShardingRules, interpret: bool) -> jax.Array:
+    """Splash per shard: a Pallas kernel is opaque to the SPMD partitioner, so it runs under shard_map with
+    the batch split as the activation rules say and heads split over the axes the `q_heads` rule names."""
+    if mesh is None or mesh.size == 1:
+        return splash_attention(q, k, v, segments, interpret)
+    batch = rules.activation_spec(q.shape[:1], ("batch",), mesh)[0]
+    heads = rules.param_spec("attention kv heads", k.shape[2:3], ("kv_heads",), mesh)[0]
+    qkv_spec = PartitionSpec(batch, None, heads, None)
+    kernel = functools.partial(splash_attention, interpret=interpret)
+    return jax.shard_map(kernel, mesh=mesh, in_specs=(qkv_spec, qkv_spec, qkv_spec, PartitionSpec(batch, None)),
+                         out_specs=qkv_spec, check_vma=False)(q, k, v, segments)
+
+
 def attend(
     impl: AttentionImpl,
     q: jax.Array,
     k: jax.Array,
     v: jax.Array,
-    q_segments: jax.Array,
-    kv_segments: jax.Array,
+    segments: jax.Array,
+    *,
+    mesh: Mesh | None = None,
+    rules: ShardingRules | None = None,
+    interpret: bool = False,
 ) -> jax.Array:
-    """Dispatches to the configured kernel; the GPU/TPU kernels fall back to nothing: wrong platform is
-    an error, so a config never silently runs a slower path than it asked for."""
-    platform = jax.default_backend()
+    """Dispatches to the configured kernel. A GPU/TPU kernel on the wrong platform is an error, so a config
+    never silently runs a slower path than it asked for; `interpret=True` runs splash's Pallas kernel
+    through the interpreter anywhere (tests, debugging)."""
     if impl == "xla":
-        return xla_attention(q, k, v, causal_segment_mask(q_segments, kv_segments))
+        return xla_attention(q, k, v, causal_segment_mask(segments, segments))
     if impl == "cudnn":
-        _require_platform(impl, platform, "gpu")
-        return cudnn_attention(q, k, v, causal_segment_mask(q_segments, kv_segments), "cudnn")
+        _require_platform(impl, "gpu")
+        return cudnn_attention(q, k, v, causal_segment_mask(segments, segments), "cudnn")
     if impl == "splash":
-        _require_platform(impl, platform, "tpu")
-        return splash_attention(q, k, v, q_segments, interpret=False)
+        if not interpret:
+            _require_platform(impl, "tpu")
+        return splash_attention_sharded(q, k, v, segments, mesh, rules or ShardingRules(), interpret)
     raise ValueError(f"attention_impl {impl!r} is unknown; use xla, cudnn or splash")
 
 
-@functools.cache
-def _require_platform(impl: str, platform: str, needed: str) -> None:
+def _require_platform(impl: str, needed: str) -> None:
+    platform = jax.default_backend()
     if platform != needed:
         raise ValueError(
             f"attention_impl={impl!r} needs a {needed.upper()} backend but JAX runs on {platform!r}; "

@@ -118,7 +118,9 @@ class ModelConfig:
     def flops_per_token(self, seq_len: int) -> float:
         """Forward FLOPs per token: 2 per active matmul weight plus causal attention scores and values
         (half the [seq, seq] matrix). Training is ~3x this."""
-        active_mlp = self.num_experts_per_tok * self.moe_intermediate_size if self.num_experts else self.intermediate_size
+        active_mlp = self.intermediate_size
+        if self.num_experts:
+            active_mlp = self.num_experts_per_tok * self.moe_intermediate_size
         per_layer = 2 * self.hidden_size * self.head_dim * (2 * self.num_heads + 2 * self.num_kv_heads)
         per_layer += 2 * 3 * self.hidden_size * active_mlp
         per_layer += 2 * 2 * self.num_heads * self.head_dim * seq_len / 2

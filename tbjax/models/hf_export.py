@@ -42,7 +42,8 @@ def _host_copy(array: jax.Array, index: tuple[int, ...]) -> np.ndarray:
 
 def hf_tensors(model: Qwen, dtype: np.dtype) -> Iterator[tuple[str, np.ndarray]]:
     """(HF name, tensor) for every weight of `model`, one at a time, in HF layout and `dtype`."""
-    flat = {tuple(getattr(p, "key", p) for p in path): var for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param))}
+    params = nnx.to_flat_state(nnx.state(model, nnx.Param))
+    flat = {tuple(getattr(p, "key", p) for p in path): var for path, var in params}
     for path, layout in hf_layouts(model.config).items():
         value = flat[path].get_value()
         for idx in np.ndindex(*layout.stack_shape):
@@ -107,7 +108,8 @@ def _finalise(out: Path, files: list[str], weight_map: dict[str, int], total_byt
     final = [f"model-{i + 1:05d}-of-{len(files):05d}.safetensors" for i in range(len(files))]
     for tmp, name in zip(files, final, strict=True):
         os.replace(out / tmp, out / name)
-    index = {"metadata": {"total_size": total_bytes}, "weight_map": {k: final[v] for k, v in sorted(weight_map.items())}}
+    names = {name: final[shard] for name, shard in sorted(weight_map.items())}
+    index = {"metadata": {"total_size": total_bytes}, "weight_map": names}
     (out / INDEX_FILE).write_text(json.dumps(index, indent=2))
     (out / SINGLE_FILE).unlink(missing_ok=True)
 

@@ -15,11 +15,11 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
+from tbjax.mesh import MESH_AXES
 from tbjax.models.config import ModelConfig, RuntimeConfig
 from tbjax.models.hf_layout import TensorLayout, hf_layouts
 from tbjax.models.qwen import Qwen
 from tbjax.models.safetensors_reader import CheckpointError, SafetensorsReader
-from tbjax.mesh import MESH_AXES
 from tbjax.sharding import ShardingRules, path_name
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,9 @@ def single_device_mesh() -> Mesh:
     return Mesh(np.array(jax.devices()[:1]).reshape(1, 1, 1), MESH_AXES)
 
 
-def _read_param(reader: SafetensorsReader, layout: TensorLayout, dtype: np.dtype, index: tuple[slice, ...]) -> np.ndarray:
+def _read_param(
+    reader: SafetensorsReader, layout: TensorLayout, dtype: np.dtype, index: tuple[slice, ...]
+) -> np.ndarray:
     """One device's block of a parameter: its stack entries, each read as a slice of one HF tensor."""
     full = tuple(s if isinstance(s, slice) else slice(None) for s in index)
     bounds = [slice(*s.indices(n)[:2]) for s, n in zip(full, layout.param_shape, strict=True)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -88,37 +89,45 @@ def _names(pattern: str, *ranges: int) -> np.ndarray:
     return grid
 
 
-def _block_entries(cfg: ModelConfig, moe: bool) -> list[tuple[ParamPath, str, tuple[int, ...], tuple[int, ...], bool, int]]:
-    """(path in block, HF suffix with {e} for experts, inner shape, groups, transposed, experts)."""
+class BlockTensor(NamedTuple):
+    path: ParamPath  # inside one decoder block
+    suffix: str  # HF name after "model.layers.{i}.", with {e} for the expert index
+    inner_shape: tuple[int, ...]
+    groups: tuple[int, ...]
+    transposed: bool
+    experts: int = 0  # > 0: stacked over this many experts
+
+
+def _block_entries(cfg: ModelConfig, moe: bool) -> list[BlockTensor]:
     d, hd, h, kv = cfg.hidden_size, cfg.head_dim, cfg.num_heads, cfg.num_kv_heads
     entries = [
-        (("input_layernorm", "weight"), "input_layernorm.weight", (d,), (1,), False, 0),
-        (("post_attention_layernorm", "weight"), "post_attention_layernorm.weight", (d,), (1,), False, 0),
-        (("self_attn", "q_proj", "kernel"), "self_attn.q_proj.weight", (d, h, hd), (1, 2), True, 0),
-        (("self_attn", "k_proj", "kernel"), "self_attn.k_proj.weight", (d, kv, hd), (1, 2), True, 0),
-        (("self_attn", "v_proj", "kernel"), "self_attn.v_proj.weight", (d, kv, hd), (1, 2), True, 0),
-        (("self_attn", "o_proj", "kernel"), "self_attn.o_proj.weight", (h, hd, d), (2, 1), True, 0),
+        BlockTensor(("input_layernorm", "weight"), "input_layernorm.weight", (d,), (1,), False),
+        BlockTensor(("post_attention_layernorm", "weight"), "post_attention_layernorm.weight", (d,), (1,), False),
+        BlockTensor(("self_attn", "q_proj", "kernel"), "self_attn.q_proj.weight", (d, h, hd), (1, 2), True),
+        BlockTensor(("self_attn", "k_proj", "kernel"), "self_attn.k_proj.weight", (d, kv, hd), (1, 2), True),
+        BlockTensor(("self_attn", "v_proj", "kernel"), "self_attn.v_proj.weight", (d, kv, hd), (1, 2), True),
+        BlockTensor(("self_attn", "o_proj", "kernel"), "self_attn.o_proj.weight", (h, hd, d), (2, 1), True),
     ]
     if cfg.qkv_bias:
         for proj, heads in (("q_proj", h), ("k_proj", kv), ("v_proj", kv)):
-            entries.append((("self_attn", proj, "bias"), f"self_attn.{proj}.bias", (heads, hd), (2,), False, 0))
+            entries.append(BlockTensor(("self_attn", proj, "bias"), f"self_attn.{proj}.bias", (heads, hd), (2,), False))
     if cfg.qk_norm:
         for norm in ("q_norm", "k_norm"):
-            entries.append((("self_attn", norm, "weight"), f"self_attn.{norm}.weight", (hd,), (1,), False, 0))
+            entries.append(BlockTensor(("self_attn", norm, "weight"), f"self_attn.{norm}.weight", (hd,), (1,), False))
     if moe:
         e, f = cfg.num_experts, cfg.moe_intermediate_size
         entries += [
-            (("mlp", "gate", "kernel"), "mlp.gate.weight", (d, e), (1, 1), True, 0),
-            (("mlp", "experts", "gate_proj"), "mlp.experts.{e}.gate_proj.weight", (d, f), (1, 1), True, e),
-            (("mlp", "experts", "up_proj"), "mlp.experts.{e}.up_proj.weight", (d, f), (1, 1), True, e),
-            (("mlp", "experts", "down_proj"), "mlp.experts.{e}.down_proj.weight", (f, d), (1, 1), True, e),
+            BlockTensor(("mlp", "gate", "kernel"), "mlp.gate.weight", (d, e), (1, 1), True),
+            BlockTensor(("mlp", "experts", "gate_proj"), "mlp.experts.{e}.gate_proj.weight", (d, f), (1, 1), True, e),
+            BlockTensor(("mlp", "experts", "up_proj"), "mlp.experts.{e}.up_proj.weight", (d, f), (1, 1), True, e),
+            BlockTensor(("mlp", "experts", "down_proj"), "mlp.experts.{e}.down_proj.weight", (f, d), (1, 1), True, e),
         ]
     else:
         f = cfg.intermediate_size
         entries += [
-            (("mlp", "gate_proj", "kernel"), "mlp.gate_proj.weight", (d, f), (1, 1), True, 0),
-            (("mlp", "up_proj", "kernel"), "mlp.up_proj.weight", (d, f), (1, 1), True, 0),
-            (("mlp", "down_proj", "kernel"), "mlp.down_proj.weight", (f, d), (1, 1), True, 0),
+            BlockTensor(("mlp", "gate_proj", "kernel"), "mlp.gate_proj.weight", (d, f), (1, 1), True),
+            BlockTensor(("mlp", "up_proj", "kernel"), "mlp.up_proj.weight", (d, f), (1, 1), True),
+            BlockTensor(("mlp", "down_proj", "kernel"), "mlp.down_proj.weight", (f, d), (1, 1), True),
         ]
     return entries
 
@@ -135,7 +144,7 @@ def hf_layouts(cfg: ModelConfig) -> dict[ParamPath, TensorLayout]:
     scanned = cfg.runtime.scan_layers
     for layer in range(1 if scanned else cfg.num_layers):
         for sub, suffix, inner, groups, transposed, experts in _block_entries(cfg, cfg.is_moe_layer(layer)):
-            suffix = suffix.replace("{e}", "{%d}" % (1 if scanned else 0))
+            suffix = suffix.replace("{e}", "{1}" if scanned else "{0}")
             if scanned:
                 pattern, ranges, path = "model.layers.{0}." + suffix, (cfg.num_layers,), ("layers", *sub)
             else:

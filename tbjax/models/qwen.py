@@ -29,9 +29,10 @@ REMAT_POLICIES = {
 class DecoderBlock(nnx.Module):
     """Pre-norm residual block: x + attn(norm(x)), then + mlp(norm(x)) (dense or sparse MoE)."""
 
-    def __init__(self, cfg: ModelConfig, moe: bool, rngs: nnx.Rngs | None):
+    def __init__(self, cfg: ModelConfig, moe: bool, rngs: nnx.Rngs | None, mesh: Mesh | None = None,
+                 rules: ShardingRules | None = None):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg, rngs)
-        self.self_attn = Attention(cfg, rngs)
+        self.self_attn = Attention(cfg, rngs, mesh, rules)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg, rngs)
         self.mlp = SparseMoE(cfg, rngs) if moe else MLP(cfg, rngs)
 
@@ -40,14 +41,15 @@ class DecoderBlock(nnx.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
-def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs | None) -> DecoderBlock:
+def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs | None, mesh: Mesh | None,
+                    rules: ShardingRules) -> DecoderBlock:
     """All layers as one block whose parameters have a leading [layers] axis (for `lax.scan`)."""
     moe = cfg.is_moe_layer(0)  # all layers alike: ModelConfig refuses scan over mixed layers
     keys = jax.random.split(rngs.params(), cfg.num_layers) if rngs is not None else None
 
     @nnx.vmap(in_axes=0, out_axes=0, axis_size=cfg.num_layers)
     def make(key: jax.Array | None) -> DecoderBlock:
-        return DecoderBlock(cfg, moe, nnx.Rngs(params=key) if key is not None else None)
+        return DecoderBlock(cfg, moe, nnx.Rngs(params=key) if key is not None else None, mesh, rules)
 
     stacked = make(keys)
     for _, var in nnx.iter_graph(stacked):
@@ -68,9 +70,10 @@ class Qwen(nnx.Module):
         self.embed_tokens = make_param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"),
                                        cfg.param_dtype, "normal")
         if cfg.runtime.scan_layers:
-            self.layers = _stacked_blocks(cfg, rngs)
+            self.layers = _stacked_blocks(cfg, rngs, mesh, self.rules)
         else:
-            self.layers = nnx.List([DecoderBlock(cfg, cfg.is_moe_layer(i), rngs) for i in range(cfg.num_layers)])
+            self.layers = nnx.List([DecoderBlock(cfg, cfg.is_moe_layer(i), rngs, mesh, self.rules)
+                                   for i in range(cfg.num_layers)])
         self.norm = RMSNorm(cfg.hidden_size, cfg, rngs)
         self.lm_head = None if cfg.tie_word_embeddings else make_param(
             rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), cfg.param_dtype, "normal")
