@@ -2,18 +2,19 @@
 
 A `DatabaseTemplate` is built once per domain (schema + seeded rows). `DatabaseTemplate.spawn()` copies it
 into a fresh in-memory database with SQLite's online-backup API, which copies pages rather than rows and
-takes about a millisecond for ten thousand rows. Each `Sandbox` carries the episode's fixed clock and its
+takes well under a millisecond for ten thousand rows. Each `Sandbox` carries the episode's fixed clock and its
 deterministic id counters, so two valid tool paths reach byte-identical graded states.
 
-An authorizer guards every sandbox: ATTACH/DETACH, any schema change and PRAGMA writes are denied, and every
-table a statement may write is recorded, so grading re-hashes only tables that were touched.
+An authorizer guards every sandbox: ATTACH/DETACH, any schema change and any PRAGMA given an argument (the
+form that writes settings) are denied, and every table a statement may write is recorded, so grading
+re-hashes only tables that were touched.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,7 +41,7 @@ class DatabaseTemplate:
     def __init__(
         self,
         schema_sql: str,
-        populate: Any,
+        populate: Callable[[sqlite3.Connection], None],
         *,
         volatile: dict[str, list[str]],
         today: str,

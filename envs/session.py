@@ -61,6 +61,7 @@ class BuiltinSession:
         self.domain = domain
         self.user = user
         self.judge = judge
+        self.scenario = task.scenario  # what the user simulator knows (for an external simulator, if any)
         self.sandbox = domain.new_sandbox(task.initial_patch)
         self.server = build_server(domain, self.sandbox)
         self.client = Client(self.server)
