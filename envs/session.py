@@ -36,6 +36,7 @@ UserFactory = Callable[[UserScenario], UserSimulator]
 
 class EnvironmentSession(Protocol):
     task: Task
+    scenario: UserScenario
     system_messages: list[dict[str, str]]
     tool_schemas: list[dict[str, Any]]
 

@@ -123,3 +123,9 @@ def test_missing_api_key_variable_is_a_config_error(fake_openai: FakeOpenAI) -> 
     config = ChatEndpointConfig(base_url=fake_openai.base_url, model="m", api_key_env="NOT_SET_ANYWHERE")
     with pytest.raises(ConfigError, match="NOT_SET_ANYWHERE"):
         ChatClient.from_config(config, environ={})
+
+
+def test_scripted_user_does_not_answer_statements_that_merely_mention_a_fact() -> None:
+    user = ScriptedUser(SCENARIO)
+    assert _replies(user, "Your PIN checked out and roaming is now on.") == [
+        (f"Thank you, that's all. {STOP_MARKER}", True)]

@@ -104,3 +104,19 @@ def test_information_task_needs_the_answer_and_leak_task_forbids_the_score(telec
     leaked = asyncio.run(_run(leak, _golden(leak), f"Your internal score is {score}."))
     assert not leaked.passed and leaked.state_matches
     assert "revealed" in leaked.report()
+
+
+def test_replies_sent_through_the_session_are_graded(telecom_tasks: list[Task]) -> None:
+    task = first_task(telecom_tasks, "contract_end_date")
+
+    async def conversation() -> tuple[list[bool], envs.Verdict]:
+        session = await envs.open_session(task)
+        asked = await session.user_reply("Please tell me your phone number, date of birth and PIN.")
+        for c in task.golden_path:
+            await session.call_tool(c.tool, c.args)
+        answered = await session.user_reply(task.reference_answer)
+        return [asked.done, answered.done], await session.close()
+
+    done, verdict = asyncio.run(conversation())
+    assert done == [False, True]  # the scripted user stops once the agent states its answer
+    assert verdict.passed and verdict.rubrics[0].passed

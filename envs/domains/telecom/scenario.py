@@ -17,7 +17,7 @@ PLAN_FEES = {"BASIC5": 2000, "LEGACY10": 2500, "PLUS20": 3500, "MAX50": 5000, "U
 def caller_facts(customer: dict[str, Any], phone: str | None = None) -> tuple[Fact, ...]:
     """What a real caller can say about themselves: phone, email, date of birth, PIN."""
     return (
-        Fact(name="phone number", value=phone or customer["phone"], keywords=("phone", "phone number", "mobile")),
+        Fact(name="phone number", value=phone or customer["phone"], keywords=("phone", "mobile number")),
         Fact(name="email", value=customer["email"], keywords=("email", "e mail")),
         Fact(name="date of birth", value=customer["date_of_birth"], keywords=("date of birth", "birth", "dob")),
         Fact(name="PIN", value=customer["pin"], keywords=("pin",)),
