@@ -131,6 +131,9 @@ class BuiltinSession:
 async def open_session(task: Task, *, user: UserFactory = ScriptedUser, judge: LlmJudge | None = None
                        ) -> BuiltinSession:
     """Open an episode of `task`: a fresh backend, its MCP client, and a user made by `user(scenario)`."""
+    if task.golden_hash is None:
+        raise ValueError(f"task {task.id} is not sealed (no golden hash); get tasks from envs.load_tasks, "
+                         "envs.read_jsonl or envs.loading.seal")
     session = BuiltinSession(task, get_domain(task.domain), user(task.scenario), judge)
     try:
         return await session._start()

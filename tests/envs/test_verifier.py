@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import envs
 from envs.domain import Domain
 from envs.tasks import Task
@@ -120,3 +122,9 @@ def test_replies_sent_through_the_session_are_graded(telecom_tasks: list[Task]) 
     done, verdict = asyncio.run(conversation())
     assert done == [False, True]  # the scripted user stops once the agent states its answer
     assert verdict.passed and verdict.rubrics[0].passed
+
+
+def test_unsealed_tasks_are_refused_at_open(telecom_tasks: list[Task]) -> None:
+    unsealed = telecom_tasks[0].model_copy(update={"golden_hash": None})
+    with pytest.raises(ValueError, match="is not sealed"):
+        asyncio.run(envs.open_session(unsealed))
