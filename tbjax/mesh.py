@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import jax
 import numpy as np
 from jax.experimental import mesh_utils
-from jax.sharding import AxisType, Mesh
+from jax.sharding import AbstractMesh, AxisType, Mesh
 
 MESH_AXES = ("data", "fsdp", "tensor")
 DEFAULT_LAYOUTS = {1: ("fsdp",), 2: ("data", "fsdp"), 3: ("data", "fsdp", "tensor")}
@@ -41,6 +41,10 @@ class MeshSpec:
 
     def describe(self) -> str:
         return " x ".join(f"{a}={self.sizes[a]}" for a in MESH_AXES)
+
+    def abstract(self) -> AbstractMesh:
+        """The mesh's shape without devices: enough for sharding plans and memory estimates anywhere."""
+        return AbstractMesh(self.shape, MESH_AXES)
 
 
 def parse_mesh_spec(text: str, layout: Sequence[str] | None = None) -> MeshSpec:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import jax
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
+from rich.filesize import decimal
 
 MeshAxes = tuple[str, ...]
 
@@ -99,7 +100,7 @@ def path_name(path: Sequence[object]) -> str:
     return ".".join(str(getattr(p, "key", p)) for p in path)
 
 
-def param_shardings(abstract_state: nnx.State, mesh: Mesh, rules: ShardingRules) -> nnx.State:
+def param_shardings(abstract_state: nnx.State, mesh: Mesh | AbstractMesh, rules: ShardingRules) -> nnx.State:
     """The NamedSharding of every parameter of `abstract_state` (as returned by nnx.eval_shape)."""
 
     def sharding(path: tuple, var: nnx.Variable) -> NamedSharding:
@@ -129,19 +130,29 @@ class MemorySummary:
     unsharded_bytes: int  # parameters replicated on every device
 
     def describe(self) -> str:
-        gib = 1024**3
-        return (f"params {self.total_bytes / gib:.3f} GiB total, {self.per_device_bytes / gib:.3f} GiB per device "
-                f"({self.unsharded_bytes / gib:.3f} GiB of it replicated)")
+        return (f"{decimal(self.total_bytes)} total, {decimal(self.per_device_bytes)} per device "
+                f"({decimal(self.unsharded_bytes)} replicated on every device)")
+
+
+def _summarise(leaves: Iterable[tuple[Sequence[int], np.dtype, jax.sharding.Sharding]]) -> MemorySummary:
+    total = per_device = unsharded = 0
+    for shape, dtype, sharding in leaves:
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        shard_bytes = math.prod(sharding.shard_shape(tuple(shape))) * np.dtype(dtype).itemsize
+        total += nbytes
+        per_device += shard_bytes
+        unsharded += nbytes if shard_bytes == nbytes and nbytes > 0 else 0
+    return MemorySummary(total, per_device, unsharded)
 
 
 def memory_summary(state: nnx.State) -> MemorySummary:
-    """Bytes per device of a state whose leaves are arrays or ShapeDtypeStructs with NamedShardings."""
-    total = per_device = unsharded = 0
-    for leaf in jax.tree.leaves(state):
-        nbytes = math.prod(leaf.shape) * np.dtype(leaf.dtype).itemsize
-        shard_shape = leaf.sharding.shard_shape(leaf.shape)
-        shard_bytes = math.prod(shard_shape) * np.dtype(leaf.dtype).itemsize
-        total += nbytes
-        per_device += shard_bytes
-        unsharded += nbytes if shard_bytes == nbytes else 0
-    return MemorySummary(total, per_device, unsharded)
+    """Bytes per device of a state of placed arrays."""
+    return _summarise((leaf.shape, leaf.dtype, leaf.sharding) for leaf in jax.tree.leaves(state))
+
+
+def planned_memory(abstract_state: nnx.State, mesh: Mesh | AbstractMesh, rules: ShardingRules) -> MemorySummary:
+    """Bytes per device the parameters of `abstract_state` will take on `mesh` (an AbstractMesh needs no
+    devices, so a 3x8 plan can be checked on a laptop)."""
+    shardings = jax.tree.leaves(param_shardings(abstract_state, mesh, rules))
+    leaves = jax.tree.leaves(abstract_state)
+    return _summarise((leaf.shape, leaf.dtype, sharding) for leaf, sharding in zip(leaves, shardings, strict=True))

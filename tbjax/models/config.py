@@ -82,7 +82,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.runtime.scan_layers and len(set(self.moe_layers)) > 1:
-            raise ValueError(
+            raise UnsupportedModelError(
                 "scan_layers needs identical layers, but this config mixes dense and MoE layers "
                 "(mlp_only_layers / decoder_sparse_step); set runtime.scan_layers=false."
             )

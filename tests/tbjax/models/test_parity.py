@@ -7,7 +7,7 @@ import pytest
 import torch
 import transformers
 
-from tbjax.models import RuntimeConfig, from_pretrained
+from tbjax.models import RuntimeConfig, UnsupportedModelError, from_pretrained
 from tests.tbjax.conftest import ALL_ARCHS
 
 TOL = 1e-4
@@ -42,7 +42,7 @@ def test_scan_and_remat_do_not_change_logits(tiny_dir, runtime):
 
 
 def test_scan_refuses_mixed_dense_and_moe_layers(tiny_dir):
-    with pytest.raises(ValueError, match="mixes dense and MoE layers"):
+    with pytest.raises(UnsupportedModelError, match="mixes dense and MoE layers"):
         from_pretrained(tiny_dir("qwen3-moe-mixed"), runtime=RuntimeConfig(scan_layers=True))
 
 

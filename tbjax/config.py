@@ -1,0 +1,101 @@
+"""The run configuration: typed sections whose defaults are the reference setup's values, loaded from
+YAML, overridden by `key=value` on the command line. One object flows down; nothing deeper reads files
+or environment variables for settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tbjax.models.config import RuntimeConfig
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+DEFAULT_CONFIG = CONFIG_DIR / "tiny-cpu.yaml"
+
+
+class ConfigError(ValueError):
+    """A config file or override that cannot be used; the message names the key and the fix."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSection(Section):
+    # An HF directory, or "tiny:<arch>" for a tiny random Qwen made on the spot (tbjax.assets.tiny).
+    path: str = "tiny:qwen3"
+    param_dtype: Literal["float32", "bfloat16"] = "bfloat16"
+    compute_dtype: Literal["float32", "bfloat16"] = "bfloat16"
+    attention_impl: Literal["xla", "cudnn", "splash"] = "xla"
+    remat: Literal["none", "full", "dots", "dots_no_batch"] = "full"
+    scan_layers: bool = True
+
+    def runtime(self) -> RuntimeConfig:
+        return RuntimeConfig(self.param_dtype, self.compute_dtype, self.attention_impl, self.remat, self.scan_layers)
+
+
+class MeshSection(Section):
+    shape: str = "1"  # "3x8" = hosts x local devices
+    layout: list[str] | None = None  # which axes the shape's numbers fill; default data, fsdp[, tensor]
+    coordinator_address: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None
+
+
+class RunSection(Section):
+    name: str = "default"
+    root: str = "runs"
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.root) / self.name
+
+
+class TrainConfig(Section):
+    model: ModelSection = ModelSection()
+    mesh: MeshSection = MeshSection()
+    run: RunSection = RunSection()
+
+    def fingerprint(self) -> str:
+        """A short hash of the resolved config (resume checks compare it)."""
+        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(), sort_keys=False)
+
+
+def apply_override(tree: dict[str, Any], assignment: str) -> None:
+    """'model.remat=none' -> tree['model']['remat'] = 'none' (the value parsed as YAML)."""
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {assignment!r} is not key=value (e.g. model.remat=none)")
+    *parents, leaf = key.split(".")
+    node = tree
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {assignment!r}: {part!r} is a value, not a section")
+    node[leaf] = yaml.safe_load(raw)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> TrainConfig:
+    """YAML file (default configs/tiny-cpu.yaml) + overrides -> a validated TrainConfig."""
+    file = Path(path) if path else DEFAULT_CONFIG
+    if not file.is_file():
+        raise ConfigError(f"config file {file} does not exist; pick one from {CONFIG_DIR}")
+    tree = yaml.safe_load(file.read_text()) or {}
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{file} must hold a mapping of sections (model:, mesh:, run:)")
+    for assignment in overrides:
+        apply_override(tree, assignment)
+    try:
+        return TrainConfig.model_validate(tree)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise ConfigError(f"invalid config ({file}): {problems}") from None

@@ -1,0 +1,97 @@
+"""`python -m tbjax.train [--config FILE] [--mesh AxB] [--dry-run] [key=value ...]`
+
+With no flags: the embedded default (configs/tiny-cpu.yaml). Today it resolves the config, joins the
+multi-host job, builds the mesh, loads the policy sharded and prints its summary; the GRPO loop builds on
+these steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import jax
+import numpy as np
+from flax import nnx
+from rich.console import Console
+from rich.table import Table
+
+from tbjax.config import ConfigError, TrainConfig, load_config
+from tbjax.mesh import DistributedConfig, MeshError, initialize_distributed, make_mesh, parse_mesh_spec
+from tbjax.model_source import resolve_model_dir
+from tbjax.models import CheckpointError, ModelConfig, Qwen, UnsupportedModelError, from_pretrained
+from tbjax.models.hf_import import abstract_model
+from tbjax.sharding import ShardingError, ShardingRules, memory_summary, planned_memory
+
+console = Console()
+
+
+def parse_args(argv: list[str]) -> tuple[TrainConfig, bool]:
+    parser = argparse.ArgumentParser(prog="python -m tbjax.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="YAML config (default: configs/tiny-cpu.yaml)")
+    parser.add_argument("--mesh", help="device mesh, e.g. 3x8 = hosts x local devices (data x fsdp)")
+    parser.add_argument("--dry-run", action="store_true", help="print the resolved config and memory plan, then exit")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.remat=none")
+    args = parser.parse_args(argv)
+    overrides = list(args.overrides) + ([f"mesh.shape={args.mesh}"] if args.mesh else [])
+    return load_config(args.config, overrides), args.dry_run
+
+
+def print_plan(config: TrainConfig, model_config: ModelConfig) -> None:
+    spec = parse_mesh_spec(config.mesh.shape, config.mesh.layout)
+    _, abstract_state = abstract_model(model_config)
+    plan = planned_memory(abstract_state, spec.abstract(), ShardingRules())
+    console.print(config.to_yaml())
+    console.print(f"mesh {spec.describe()}: parameters {plan.describe()}")
+
+
+def summarise(model: Qwen, config: TrainConfig) -> Table:
+    cfg = model.config
+    table = Table(title=f"policy: {config.model.path}", show_header=False)
+    rows = {
+        "architecture": f"{cfg.model_type}, {cfg.num_layers} layers, hidden {cfg.hidden_size}, "
+                        f"{cfg.num_heads} heads / {cfg.num_kv_heads} kv x {cfg.head_dim}",
+        "parameters": f"{cfg.num_params():,}",
+        "experts": f"{cfg.num_experts} (top {cfg.num_experts_per_tok})" if cfg.num_experts else "dense",
+        "dtypes": f"params {cfg.runtime.param_dtype}, compute {cfg.runtime.compute_dtype}",
+        "runtime": f"attention {cfg.runtime.attention_impl}, remat {cfg.runtime.remat}, "
+                   f"scan {cfg.runtime.scan_layers}",
+        "mesh": f"{dict(model.mesh.shape) if model.mesh else 'one device'} on {jax.default_backend()}",
+        "memory": memory_summary(nnx.state(model, nnx.Param)).describe(),
+    }
+    for key, value in rows.items():
+        table.add_row(key, value)
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("jax").setLevel(logging.WARNING)
+    try:
+        config, dry_run = parse_args(sys.argv[1:] if argv is None else argv)
+        distributed = DistributedConfig(config.mesh.coordinator_address, config.mesh.num_processes,
+                                        config.mesh.process_id).merged_over(DistributedConfig.from_environment())
+        how = initialize_distributed(distributed)
+        model_dir = resolve_model_dir(config.model.path, config.run.directory)
+        model_config = ModelConfig.from_pretrained(model_dir, config.model.runtime())
+        if dry_run:
+            print_plan(config, model_config)
+            return 0
+        mesh = make_mesh(parse_mesh_spec(config.mesh.shape, config.mesh.layout))
+        console.rule(f"tbjax.train: {config.run.name} ({how}, {jax.process_count()} process(es))")
+        model = from_pretrained(model_dir, mesh=mesh, runtime=config.model.runtime())
+        logits = jax.jit(lambda m, ids: m(ids))(model, np.arange(8, dtype=np.int32)[None])
+        if not bool(np.isfinite(np.asarray(logits)).all()):
+            raise RuntimeError("the loaded policy produced non-finite logits")
+        console.print(summarise(model, config))
+        console.print("[yellow]The GRPO loop is not built yet: this run stops after loading the policy.[/yellow]")
+        return 0
+    except (ConfigError, MeshError, ShardingError, UnsupportedModelError, CheckpointError, FileNotFoundError) as error:
+        console.print(f"[red]error:[/red] {error}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

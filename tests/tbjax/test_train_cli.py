@@ -1,0 +1,56 @@
+"""`python -m tbjax.train` as a user runs it: the no-flag default, --dry-run, and clear config errors."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tbjax.config import ConfigError, load_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tbjax.train", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+
+
+def test_default_run_makes_the_tiny_policy_and_loads_it(tmp_path):
+    result = run(cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "qwen3, 2 layers, hidden 64" in result.stdout
+    assert (tmp_path / "runs/default/assets/tiny-qwen3/model.safetensors").is_file()
+    again = run(cwd=tmp_path)  # second call reuses the made assets
+    assert again.returncode == 0 and "qwen3, 2 layers" in again.stdout
+
+
+def test_dry_run_prints_resolved_config_and_memory_plan_for_a_mesh_without_devices(tmp_path):
+    result = run("--dry-run", "--mesh", "3x8", "model.remat=dots", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "shape: 3x8" in result.stdout and "remat: dots" in result.stdout
+    assert "data=3 x fsdp=8 x tensor=1" in result.stdout and "per device" in result.stdout
+
+
+def test_mesh_that_does_not_fit_the_machine_is_a_clear_error(tmp_path):
+    result = run("--mesh", "3x8", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "needs 24 devices but 1 are available" in result.stdout
+
+
+def test_bad_overrides_name_the_key():
+    with pytest.raises(ConfigError, match="model.remat: Input should be"):
+        load_config(overrides=["model.remat=sometimes"])
+    with pytest.raises(ConfigError, match="model.colour: Extra inputs are not permitted"):
+        load_config(overrides=["model.colour=blue"])
+    with pytest.raises(ConfigError, match="is not key=value"):
+        load_config(overrides=["model.remat"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config("configs/nowhere.yaml")
+
+
+def test_overrides_are_typed_and_change_the_fingerprint():
+    base = load_config()
+    changed = load_config(overrides=["model.scan_layers=true", "mesh.layout=[fsdp, tensor]"])
+    assert changed.model.scan_layers is True and changed.mesh.layout == ["fsdp", "tensor"]
+    assert changed.fingerprint() != base.fingerprint()

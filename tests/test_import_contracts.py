@@ -1,0 +1,14 @@
+"""import-linter: dependencies flow envs <- rollout <- tbjax, and envs/rollout never import JAX."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_hold():
+    lint = Path(sys.executable).with_name("lint-imports")  # installed beside this interpreter by the dev extra
+    result = subprocess.run([str(lint)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 2 kept, 0 broken." in result.stdout
