@@ -98,17 +98,19 @@ async def validate_domain(name: str) -> DomainReport:
 
 def render(reports: list[DomainReport], console: Console) -> None:
     table = Table(title="envs.validate")
-    for column in ["domain", "tasks", "train/heldout", *[k.value for k in TaskKind], "oracle pass",
-                   "do-nothing pass (expected)", "load s", "oracle ms/task", "do-nothing ms/task", "status"]:
+    columns = ["domain", "tasks", "train/heldout", *[k.value for k in TaskKind], "oracle pass", "no-change tasks",
+               "do-nothing pass (expected)", "load s", "oracle ms/task", "do-nothing ms/task", "status"]
+    for column in columns:
         table.add_column(column, justify="right" if column != "domain" else "left")
     for r in reports:
         if r.invalid:
-            table.add_row(r.name, *["-"] * 13, "[red]INVALID[/red]")
+            table.add_row(r.name, *["-"] * 14, "[red]INVALID[/red]")
             continue
         kinds, splits, n = Counter(t.kind for t in r.tasks), Counter(t.split for t in r.tasks), len(r.tasks)
         table.add_row(
             r.name, str(n), f"{splits[Split.TRAIN]}/{splits[Split.HELDOUT]}", *[str(kinds[k]) for k in TaskKind],
             f"{r.oracle_passed}/{n - r.unchecked} ({100 * r.oracle_passed / max(1, n - r.unchecked):.1f}%)",
+            str(sum(1 for t in r.tasks if not t.changes_state)),
             f"{r.nothing_passed}/{n} ({100 * r.nothing_passed / n:.1f}%) ({r.expected_nothing})",
             f"{r.load_s:.2f}", f"{r.oracle_ms:.1f}", f"{r.nothing_ms:.1f}",
             "[green]ok[/green]" if r.ok else "[red]FAIL[/red]",
