@@ -75,9 +75,7 @@ class Domain:
     def new_sandbox(self, patch: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Sandbox:
         sandbox = self.database.spawn()
         if patch:
-            sandbox.apply_patch(patch)
-            sandbox.dirty_tables.clear()
-            sandbox.dirty_tables.update(patch)
+            sandbox.apply_patch(patch)  # the authorizer marks the patched tables for re-hashing
         return sandbox
 
     def bind_tools(self, sandbox: Sandbox) -> list[Tool]:
