@@ -1,0 +1,136 @@
+"""Refund templates: cancelled and postponed events, shows going ahead, and refunds that need approval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs.domains.ticketing.scenario import (
+    INTACT_ORDER,
+    customer_of,
+    dollars,
+    event_of,
+    identify,
+    money_phrases,
+    scenario,
+    shifted,
+    show,
+)
+from envs.sdk import GenContext, Rubric, TaskDraft, ToolCall, call, template
+
+VARIANTS = 12
+APPROVAL_LIMIT_CENTS = 25000
+POSTPONEMENT_WINDOW_DAYS = 30
+
+
+def _order(ctx: GenContext, event_filter: str, params: tuple, having: str) -> dict[str, Any]:
+    """An intact order for an event matching `event_filter`, with its face-value and fee totals."""
+    return ctx.pick(
+        "SELECT o.*, SUM(t.face_value_cents) AS face, SUM(t.fee_cents) AS fees, COUNT(*) AS n FROM orders o "
+        f"JOIN events e USING (event_id) JOIN tickets t USING (order_id) WHERE {event_filter} AND {INTACT_ORDER} "
+        f"GROUP BY o.order_id HAVING {having} ORDER BY o.order_id",
+        params,
+    )
+
+
+def _cancelled_order(ctx: GenContext, over_limit: bool) -> dict[str, Any]:
+    having = f"SUM(t.face_value_cents + t.fee_cents) {'>' if over_limit else '<='} {APPROVAL_LIMIT_CENTS}"
+    return _order(ctx, "e.status = 'cancelled'", (), having)
+
+
+def _postponed_order(ctx: GenContext, in_window: bool) -> dict[str, Any]:
+    cutoff = shifted(ctx, -POSTPONEMENT_WINDOW_DAYS)
+    when = "e.status_changed_on >= ?" if in_window else "e.status_changed_on < ?"
+    return _order(ctx, f"e.status = 'postponed' AND {when}", (cutoff,),
+                  f"SUM(t.face_value_cents) <= {APPROVAL_LIMIT_CENTS}")
+
+
+def _tickets(order: dict[str, Any]) -> str:
+    return "my ticket" if order["n"] == 1 else f"my {order['n']} tickets"
+
+
+def _lookups(customer: dict[str, Any], order: dict[str, Any], with_event: bool) -> list[ToolCall]:
+    steps = [*identify(customer), call("list_orders", customer_id=customer["customer_id"])]
+    return steps + ([call("get_event", event_id=order["event_id"])] if with_event else [])
+
+
+@template(kind="direct", split="train", variants=VARIANTS)
+def refund_cancelled_event(ctx: GenContext) -> TaskDraft:
+    order = _cancelled_order(ctx, over_limit=False)
+    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
+    return TaskDraft(
+        scenario=scenario(customer, f"I just heard {show(event)} has been cancelled. I want my money back for "
+                          f"{_tickets(order)}.", "a full refund of the order"),
+        golden_path=[*_lookups(customer, order, with_event=False),
+                     call("refund_order", order_id=order["order_id"], include_fees=True, reason="event cancelled")],
+    )
+
+
+@template(kind="approval", split="train", variants=VARIANTS)
+def refund_cancelled_over_limit(ctx: GenContext) -> TaskDraft:
+    order = _cancelled_order(ctx, over_limit=True)
+    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
+    total = order["face"] + order["fees"]
+    return TaskDraft(
+        scenario=scenario(customer, f"{show(event)} is cancelled and I paid a lot for {_tickets(order)}. "
+                          "Please refund the whole order.", "a refund of the order, or a refund request filed"),
+        golden_path=[*_lookups(customer, order, with_event=False),
+                     call("open_case", customer_id=customer["customer_id"], category="refund_approval",
+                          summary="refund for a cancelled event", subject_id=order["order_id"],
+                          amount_usd=total / 100)],
+    )
+
+
+@template(kind="direct", split="train", variants=VARIANTS)
+def refund_postponed_in_window(ctx: GenContext) -> TaskDraft:
+    order = _postponed_order(ctx, in_window=True)
+    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
+    return TaskDraft(
+        scenario=scenario(customer, f"{event['title']} was moved to {event['event_date']} and I can't make the "
+                          f"new date. Can I get a refund for {_tickets(order)}?", "a refund of the order"),
+        golden_path=[*_lookups(customer, order, with_event=True),
+                     call("refund_order", order_id=order["order_id"], include_fees=False,
+                          reason="event postponed")],
+    )
+
+
+@template(kind="forbidden", split="train", variants=VARIANTS)
+def refund_postponed_too_late(ctx: GenContext) -> TaskDraft:
+    order = _postponed_order(ctx, in_window=False)
+    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
+    return TaskDraft(
+        scenario=scenario(customer, f"{event['title']} got postponed a while back and the new date "
+                          f"({event['event_date']}) doesn't work for me. I'd like a refund.",
+                          "a refund of the order"),
+        golden_path=_lookups(customer, order, with_event=True),
+    )
+
+
+@template(kind="forbidden", split="train", variants=VARIANTS)
+def refund_event_going_ahead(ctx: GenContext) -> TaskDraft:
+    order = _order(ctx, "e.status = 'on_sale' AND e.event_date > ?", (ctx.today,), "COUNT(*) >= 1")
+    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
+    return TaskDraft(
+        scenario=scenario(customer, f"Something came up and I can't go to {show(event)} any more. "
+                          f"Please refund {_tickets(order)}.", "a refund of the order"),
+        golden_path=_lookups(customer, order, with_event=False),
+    )
+
+
+@template(kind="information", split="train", variants=VARIANTS)
+def cancelled_refund_amount(ctx: GenContext) -> TaskDraft:
+    order = _order(ctx, "e.status = 'cancelled'", (), "COUNT(*) >= 2")
+    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
+    total = order["face"] + order["fees"]
+    return TaskDraft(
+        scenario=scenario(customer, f"Before I decide anything: {show(event)} was cancelled. How much would I get "
+                          f"back for {_tickets(order)}, fees included or not?", "learn the refund amount"),
+        golden_path=_lookups(customer, order, with_event=False),
+        rubrics=[Rubric(kind="must_mention", phrases=money_phrases(total),
+                        description="states the full refund including service fees")],
+        reference_answer=f"Because the event was cancelled you would get the full ${dollars(total)} back, "
+                         "service fees included.",
+    )
+
+
+TEMPLATES = [refund_cancelled_event, refund_cancelled_over_limit, refund_postponed_in_window,
+             refund_postponed_too_late, refund_event_going_ahead, cancelled_refund_amount]
