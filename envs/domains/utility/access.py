@@ -1,0 +1,62 @@
+"""What every utility console tool needs: money formatting, existence checks and the verified-holder gate.
+
+The gate is the one rule the console enforces itself (a real billing system will not open an account to an
+unverified caller); every other rule in policy.md is left to the agent so the final state shows its choices.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from envs.sdk import Sandbox, ToolError
+
+AccountId = Annotated[str, Field(description="account id, e.g. AC-200001 (from find_account)")]
+MeterId = Annotated[str, Field(description="meter id, e.g. MT-300001 (from list_service_points)")]
+BillId = Annotated[str, Field(description="bill id, e.g. BL-600001 (from list_bills)")]
+
+
+def usd(cents: int | None) -> str | None:
+    """Cents as a dollar string with two decimals ("12.50"); None stays None."""
+    return None if cents is None else f"{cents / 100:.2f}"
+
+
+def to_cents(dollars: float) -> int:
+    return round(dollars * 100)
+
+
+def existing(row: dict[str, Any] | None, what: str) -> dict[str, Any]:
+    """The row, or a refusal saying which record is missing."""
+    if row is None:
+        raise ToolError(f"{what} does not exist")
+    return row
+
+
+def ensure_verified(db: Sandbox, account_id: str) -> None:
+    if account_id not in db.memory.get("verified_accounts", set()):
+        raise ToolError(f"account {account_id} has not been verified in this conversation; use verify_holder first")
+
+
+def verified_meter(db: Sandbox, meter_id: str) -> dict[str, Any]:
+    """The meter with its premise's account id, once that account is verified."""
+    meter = existing(db.one("SELECT m.*, p.account_id FROM meters m JOIN premises p USING (premise_id) "
+                            "WHERE m.meter_id = ?", (meter_id,)), f"meter {meter_id}")
+    ensure_verified(db, meter["account_id"])
+    return meter
+
+
+def verified_bill(db: Sandbox, bill_id: str) -> dict[str, Any]:
+    bill = existing(db.one("SELECT * FROM bills WHERE bill_id = ?", (bill_id,)), f"bill {bill_id}")
+    ensure_verified(db, bill["account_id"])
+    return bill
+
+
+def unpaid_balance_cents(db: Sandbox, account_id: str) -> int:
+    """Unpaid bill amounts less the adjustments applied to those bills."""
+    row = db.one(
+        "SELECT COALESCE(SUM(b.amount_cents - COALESCE((SELECT SUM(a.amount_cents) FROM adjustments a "
+        "WHERE a.bill_id = b.bill_id), 0)), 0) AS owed FROM bills b WHERE b.account_id = ? AND b.status = ?",
+        (account_id, "unpaid"),
+    )
+    return int(row["owed"]) if row else 0
