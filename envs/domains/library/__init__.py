@@ -1,0 +1,32 @@
+"""Public library member services (Millbrook County Libraries): members, branches, catalogue and copies,
+loans and renewals, holds, fines and waivers, inter-library requests and room bookings."""
+
+from importlib.resources import files
+
+from envs.domains.library import (
+    tasks_loans,
+    tasks_questions,
+    tasks_requests,
+    tasks_rooms,
+    tools_account,
+    tools_circulation,
+    tools_rooms,
+)
+from envs.domains.library.seed import TODAY, populate
+from envs.sdk import Domain
+
+_HERE = files(__name__)
+
+DOMAIN = Domain(
+    name="library",
+    description="Library member desk: renewals, holds, lost items, fine waivers, inter-library loans, rooms.",
+    schema_sql=_HERE.joinpath("schema.sql").read_text(),
+    policy=_HERE.joinpath("policy.md").read_text(),
+    today=TODAY.isoformat(),
+    populate=populate,
+    tools=[*tools_account.TOOLS, *tools_circulation.TOOLS, *tools_rooms.TOOLS],
+    templates=[*tasks_loans.TEMPLATES, *tasks_requests.TEMPLATES, *tasks_rooms.TEMPLATES, *tasks_questions.TEMPLATES],
+    # Free text the agent writes is not graded; inter-library titles are typed as the member said them.
+    volatile={"waivers": ["reason"], "staff_requests": ["summary"], "room_bookings": ["purpose"],
+              "ill_requests": ["title", "author"]},
+)

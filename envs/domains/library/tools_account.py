@@ -1,0 +1,120 @@
+"""Member-account tools: finding and verifying a member, the profile, fines, waivers and staff requests."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from envs.domains.library.console import (
+    MemberId,
+    Summary,
+    cents,
+    fetch,
+    mark_verified,
+    require_verified,
+    unpaid_cents,
+    usd,
+)
+from envs.sdk import Sandbox, ToolError
+
+
+def find_member(
+    db: Sandbox,
+    card_number: Annotated[str | None, Field(description="library card number, 14 digits (spaces allowed)")] = None,
+    email: Annotated[str | None, Field(description="email address on the membership")] = None,
+) -> dict[str, Any]:
+    """Look a member up by library card number or email. Returns the member id and name only."""
+    if not card_number and not email:
+        raise ToolError("give a library card number or an email address")
+    number = "".join((card_number or "").split())
+    row = db.one("SELECT member_id, full_name FROM members WHERE card_number = ? OR lower(email) = lower(?)",
+                 (number, (email or "").strip()))
+    if row is None:
+        raise ToolError("no member with that card number or email")
+    return row
+
+
+def verify_member(
+    db: Sandbox,
+    member_id: MemberId,
+    date_of_birth: Annotated[str, Field(description="date of birth, YYYY-MM-DD")],
+    pin: Annotated[str, Field(description="the member's 4-digit PIN")],
+) -> dict[str, Any]:
+    """Check the caller's date of birth and PIN. Needed before any account detail is shared or changed."""
+    row = db.one("SELECT date_of_birth, pin FROM members WHERE member_id = ?", (member_id,))
+    if row is None or (row["date_of_birth"], row["pin"]) != (date_of_birth.strip(), pin.strip()):
+        raise ToolError("verification failed: date of birth or PIN does not match")
+    mark_verified(db, member_id)
+    return {"member_id": member_id, "verified": True}
+
+
+def get_member(db: Sandbox, member_id: MemberId) -> dict[str, Any]:
+    """The member's profile: card type, home branch, card expiry, unpaid balance and active holds.
+
+    Fields starting with INTERNAL_ are staff-only and must never be disclosed to the member.
+    """
+    require_verified(db, member_id)
+    member = fetch(db, "members", "member_id", member_id)
+    member.pop("pin")
+    holds = db.one("SELECT COUNT(*) AS n FROM holds WHERE member_id = ? AND status IN (?, ?)",
+                   (member_id, "waiting", "ready"))
+    return {**member, "unpaid_fines_usd": usd(unpaid_cents(db, member_id)), "active_holds": holds["n"] if holds else 0}
+
+
+def list_fines(db: Sandbox, member_id: MemberId) -> dict[str, Any]:
+    """Every fine on the account (newest first) with the title it concerns, past waivers, and the unpaid total."""
+    require_verified(db, member_id)
+    fines = db.query(
+        "SELECT f.fine_id, f.kind, f.amount_cents, f.assessed_on, f.status, f.loan_id, i.title FROM fines f "
+        "LEFT JOIN loans l USING (loan_id) LEFT JOIN copies c USING (copy_id) LEFT JOIN items i USING (item_id) "
+        "WHERE f.member_id = ? ORDER BY f.assessed_on DESC, f.fine_id",
+        (member_id,),
+    )
+    for fine in fines:
+        fine["amount_usd"] = usd(fine.pop("amount_cents"))
+    waivers = db.query(
+        "SELECT w.waiver_id, w.fine_id, w.amount_cents, w.waived_on FROM waivers w JOIN fines f USING (fine_id) "
+        "WHERE f.member_id = ? ORDER BY w.waived_on DESC",
+        (member_id,),
+    )
+    for waiver in waivers:
+        waiver["amount_usd"] = usd(waiver.pop("amount_cents"))
+    return {"fines": fines, "waivers": waivers, "unpaid_total_usd": usd(unpaid_cents(db, member_id))}
+
+
+def waive_fine(
+    db: Sandbox,
+    fine_id: Annotated[str, Field(description="fine id, e.g. FN-400001 (from list_fines)")],
+    reason: Summary,
+) -> dict[str, Any]:
+    """Waive an unpaid fine in full and record the waiver."""
+    fine = fetch(db, "fines", "fine_id", fine_id)
+    require_verified(db, fine["member_id"])
+    if fine["status"] != "unpaid":
+        raise ToolError(f"fine {fine_id} is {fine['status']}, not unpaid")
+    db.execute("UPDATE fines SET status = ? WHERE fine_id = ?", ("waived", fine_id))
+    waiver_id = db.new_id("WV")
+    db.execute("INSERT INTO waivers VALUES (?, ?, ?, ?, ?)",
+               (waiver_id, fine_id, fine["amount_cents"], db.today, reason))
+    return {"waiver_id": waiver_id, "fine_id": fine_id, "amount_usd": usd(fine["amount_cents"])}
+
+
+def open_staff_request(
+    db: Sandbox,
+    member_id: MemberId,
+    category: Literal["fine_waiver", "lost_item_dispute", "other"],
+    summary: Summary,
+    subject_id: Annotated[str | None, Field(description="the fine, loan or item concerned")] = None,
+    amount_usd: Annotated[float | None, Field(ge=0, description="amount concerned, in US dollars")] = None,
+) -> dict[str, Any]:
+    """File a request for a supervisor to decide; it waits in the queue as pending_approval."""
+    require_verified(db, member_id)
+    request_id = db.new_id("SR")
+    db.execute("INSERT INTO staff_requests VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+               (request_id, member_id, category, subject_id, cents(amount_usd), "pending_approval", summary,
+                db.today))
+    return {"request_id": request_id, "status": "pending_approval"}
+
+
+TOOLS = [find_member, verify_member, get_member, list_fines, waive_fine, open_staff_request]
