@@ -1,0 +1,71 @@
+"""Desk tools for appointment fees and for requests that a manager or prescriber must decide."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from envs.domains.clinic.desk import AppointmentId, PatientId, dollars, owned, require_verified
+from envs.sdk import Sandbox, ToolError
+
+_NEEDS_DECISION = ("fee_waiver_approval", "controlled_refill_review")
+
+
+def list_fees(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any]]:
+    """Every fee ever charged to the patient (unpaid, paid, waived), newest first, with the visit it concerns."""
+    require_verified(db, patient_id)
+    rows = db.query(
+        "SELECT f.fee_id, f.kind, f.amount_cents, f.status, f.charged_on, f.waived_on, f.appointment_id, "
+        "a.starts_at AS appointment_at, p.full_name AS practitioner FROM fees f "
+        "LEFT JOIN appointments a USING (appointment_id) LEFT JOIN practitioners p ON p.practitioner_id = "
+        "a.practitioner_id WHERE f.patient_id = ? ORDER BY f.charged_on DESC", (patient_id,))
+    for row in rows:
+        row["amount_usd"] = dollars(row.pop("amount_cents"))
+    return rows
+
+
+def charge_fee(
+    db: Sandbox, appointment_id: AppointmentId, kind: Literal["late_cancellation", "no_show"]
+) -> dict[str, Any]:
+    """Charge the practitioner's listed fee for a late cancellation or a missed visit."""
+    visit = owned(db, "appointments", "appointment_id", appointment_id)
+    if db.one("SELECT fee_id FROM fees WHERE appointment_id = ?", (appointment_id,)):
+        raise ToolError(f"appointment {appointment_id} already has a fee")
+    cents = db.one("SELECT late_fee_cents FROM practitioners WHERE practitioner_id = ?",
+                   (visit["practitioner_id"],))["late_fee_cents"]
+    fee_id = db.new_id("FE")
+    db.execute("INSERT INTO fees VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+               (fee_id, visit["patient_id"], appointment_id, kind, cents, "unpaid", db.today, None))
+    return {"fee_id": fee_id, "kind": kind, "amount_usd": dollars(cents), "status": "unpaid"}
+
+
+def waive_fee(db: Sandbox, fee_id: Annotated[str, Field(description="fee id, e.g. FE-500012 (from list_fees)")]
+              ) -> dict[str, Any]:
+    """Waive an unpaid fee (the patient no longer owes it)."""
+    fee = owned(db, "fees", "fee_id", fee_id)
+    if fee["status"] != "unpaid":
+        raise ToolError(f"fee {fee_id} is {fee['status']}; only unpaid fees can be waived")
+    db.execute("UPDATE fees SET status = ?, waived_on = ? WHERE fee_id = ?", ("waived", db.today, fee_id))
+    return {"fee_id": fee_id, "status": "waived", "amount_usd": dollars(fee["amount_cents"])}
+
+
+def open_request(
+    db: Sandbox,
+    patient_id: PatientId,
+    category: Literal["fee_waiver_approval", "controlled_refill_review", "scheduling", "billing", "records"],
+    note: Annotated[str, Field(description="what the patient asked for and why")],
+    subject_id: Annotated[str | None, Field(description="the fee, prescription or appointment concerned")] = None,
+    amount_usd: Annotated[float | None, Field(ge=0, description="amount concerned, in US dollars")] = None,
+) -> dict[str, Any]:
+    """Open a request for staff. Approval and review categories wait as pending_approval for a decision."""
+    require_verified(db, patient_id)
+    status = "pending_approval" if category in _NEEDS_DECISION else "open"
+    request_id = db.new_id("RQ")
+    cents = None if amount_usd is None else round(amount_usd * 100)
+    db.execute("INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+               (request_id, patient_id, category, status, subject_id, cents, note, db.today))
+    return {"request_id": request_id, "status": status}
+
+
+TOOLS = [list_fees, charge_fee, waive_fee, open_request]
