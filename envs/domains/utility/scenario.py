@@ -37,10 +37,10 @@ def verification(person: dict[str, Any]) -> list[ToolCall]:
 def caller(person: dict[str, Any], opening: str, goal: str) -> UserScenario:
     """The simulated holder: the facts they can give when asked, and the ids they cannot."""
     facts = (
-        Fact(name="phone number", value=person["phone"], keywords=("phone", "telephone", "number on the account")),
+        Fact(name="phone number", value=person["phone"], keywords=("phone", "telephone")),
         Fact(name="service address", value=f"{person['street']}, {person['city']} {person['zip']}",
              keywords=("address", "street", "service location")),
-        Fact(name="last four digits of my SSN", value=person["ssn_last4"],
+        Fact(name="SSN (last four digits)", value=person["ssn_last4"],
              keywords=("ssn", "social security", "last four", "last 4")),
         Fact(name="billing ZIP code", value=person["billing_zip"], keywords=("zip", "postal code", "postcode")),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -18,6 +19,12 @@ from envs.domains.utility.access import (
 from envs.sdk import Sandbox, ToolError
 
 
+def _canonical_phone(phone: str) -> str:
+    """Phones are stored as +1-541-555-0123; callers say them many ways, so compare the last ten digits."""
+    digits = re.sub(r"\D", "", phone)[-10:]
+    return f"+1-{digits[:3]}-{digits[3:6]}-{digits[6:]}" if len(digits) == 10 else phone.strip()
+
+
 def find_account(
     db: Sandbox,
     phone: Annotated[str | None, Field(description="the holder's phone number, e.g. +1-541-555-1000")] = None,
@@ -29,7 +36,7 @@ def find_account(
     Returns account ids and holder names only; nothing else is shown until the holder is verified.
     """
     if phone:
-        rows = db.query("SELECT account_id, holder_name FROM accounts WHERE phone = ?", (phone.strip(),))
+        rows = db.query("SELECT account_id, holder_name FROM accounts WHERE phone = ?", (_canonical_phone(phone),))
     elif street and zip_code:
         rows = db.query(
             "SELECT DISTINCT a.account_id, a.holder_name FROM accounts a JOIN premises p USING (account_id) "
