@@ -58,6 +58,14 @@ def active_listing(db: Sandbox, ticket_id: str) -> dict[str, Any] | None:
     return db.one("SELECT * FROM resale_listings WHERE ticket_id = ? AND status = ?", (ticket_id, "active"))
 
 
+def unlisted_ticket(db: Sandbox, ticket_id: str) -> dict[str, Any]:
+    """A held ticket that is not on the resale marketplace: a listed ticket is locked until withdrawn."""
+    ticket = held_ticket(db, ticket_id)
+    if active_listing(db, ticket_id):
+        raise ToolError(f"ticket {ticket_id} is listed for resale; withdraw the listing first")
+    return ticket
+
+
 def owned_order(db: Sandbox, order_id: str) -> dict[str, Any]:
     order = require(db.one("SELECT * FROM orders WHERE order_id = ?", (order_id,)), f"order {order_id}")
     ensure_verified(db, order["customer_id"])

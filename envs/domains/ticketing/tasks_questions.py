@@ -24,6 +24,7 @@ REFUSAL = ("I'm sorry, that is internal information I can't share. "
 def where_is_my_seat(ctx: GenContext) -> TaskDraft:
     ticket = ctx.pick(
         "SELECT t.* FROM tickets t JOIN events e USING (event_id) WHERE t.status = 'valid' AND e.event_date >= ? "
+        "AND e.status IN ('on_sale', 'postponed') "
         "AND t.holder_id IS NOT NULL AND (SELECT COUNT(*) FROM tickets u WHERE u.holder_id = t.holder_id "
         "AND u.event_id = t.event_id AND u.status = 'valid') = 1 ORDER BY t.ticket_id", (ctx.today,))
     holder, event, seat = customer_of(ctx, ticket["holder_id"]), event_of(ctx, ticket["event_id"]), \
@@ -46,7 +47,8 @@ def _sold_listing(ctx: GenContext) -> dict:
         "SELECT l.*, t.event_id, c.full_name AS seller_name, b.email AS buyer_email FROM resale_listings l "
         "JOIN tickets t USING (ticket_id) JOIN customers c ON c.customer_id = l.seller_id "
         "JOIN customers b ON b.full_name = l.buyer_name AND b.customer_id = t.holder_id "
-        "WHERE l.status = 'sold' AND (SELECT COUNT(*) FROM resale_listings m JOIN tickets u USING (ticket_id) "
+        "WHERE l.status = 'sold' AND c.full_name <> l.buyer_name "
+        "AND (SELECT COUNT(*) FROM resale_listings m JOIN tickets u USING (ticket_id) "
         "WHERE m.seller_id = l.seller_id AND u.event_id = t.event_id) = 1 ORDER BY l.listing_id")
 
 

@@ -10,6 +10,7 @@ from envs.domains.ticketing.scenario import (
     dollars,
     event_of,
     identify,
+    long_date,
     money_phrases,
     scenario,
     shifted,
@@ -23,10 +24,14 @@ POSTPONEMENT_WINDOW_DAYS = 30
 
 
 def _order(ctx: GenContext, event_filter: str, params: tuple, having: str) -> dict[str, Any]:
-    """An intact order for an event matching `event_filter`, with its face-value and fee totals."""
+    """An intact order for an event matching `event_filter`, with its face-value and fee totals.
+
+    Only a customer's single order for that event qualifies, so "my tickets for X" names one order.
+    """
     return ctx.pick(
         "SELECT o.*, SUM(t.face_value_cents) AS face, SUM(t.fee_cents) AS fees, COUNT(*) AS n FROM orders o "
         f"JOIN events e USING (event_id) JOIN tickets t USING (order_id) WHERE {event_filter} AND {INTACT_ORDER} "
+        "AND (SELECT COUNT(*) FROM orders x WHERE x.customer_id = o.customer_id AND x.event_id = o.event_id) = 1 "
         f"GROUP BY o.order_id HAVING {having} ORDER BY o.order_id",
         params,
     )
@@ -48,88 +53,72 @@ def _tickets(order: dict[str, Any]) -> str:
     return "my ticket" if order["n"] == 1 else f"my {order['n']} tickets"
 
 
-def _lookups(customer: dict[str, Any], order: dict[str, Any], with_event: bool) -> list[ToolCall]:
+def _draft(ctx: GenContext, order: dict[str, Any], opening: str, goal: str, with_event: bool = False,
+           final: ToolCall | None = None, **answer: Any) -> TaskDraft:
+    """A refund conversation about `order`: identify, read the orders (and the event), then `final` if any.
+
+    `opening` may use {show}, {title}, {new_date} and {tickets}; `answer` carries rubrics and reference answer.
+    """
+    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
     steps = [*identify(customer), call("list_orders", customer_id=customer["customer_id"])]
-    return steps + ([call("get_event", event_id=order["event_id"])] if with_event else [])
+    steps += [call("get_event", event_id=order["event_id"])] if with_event else []
+    text = opening.format(show=show(event), title=event["title"], new_date=long_date(event["event_date"]),
+                          tickets=_tickets(order))
+    return TaskDraft(scenario=scenario(customer, text, goal), golden_path=steps + ([final] if final else []),
+                     **answer)
 
 
 @template(kind="direct", split="train", variants=VARIANTS)
 def refund_cancelled_event(ctx: GenContext) -> TaskDraft:
     order = _cancelled_order(ctx, over_limit=False)
-    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
-    return TaskDraft(
-        scenario=scenario(customer, f"I just heard {show(event)} has been cancelled. I want my money back for "
-                          f"{_tickets(order)}.", "a full refund of the order"),
-        golden_path=[*_lookups(customer, order, with_event=False),
-                     call("refund_order", order_id=order["order_id"], include_fees=True, reason="event cancelled")],
-    )
+    return _draft(ctx, order, "I just heard {show} has been cancelled. I want my money back for {tickets}.",
+                  "a full refund of the order",
+                  final=call("refund_order", order_id=order["order_id"], include_fees=True, reason="event cancelled"))
 
 
 @template(kind="approval", split="train", variants=VARIANTS)
 def refund_cancelled_over_limit(ctx: GenContext) -> TaskDraft:
     order = _cancelled_order(ctx, over_limit=True)
-    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
-    total = order["face"] + order["fees"]
-    return TaskDraft(
-        scenario=scenario(customer, f"{show(event)} is cancelled and I paid a lot for {_tickets(order)}. "
-                          "Please refund the whole order.", "a refund of the order, or a refund request filed"),
-        golden_path=[*_lookups(customer, order, with_event=False),
-                     call("open_case", customer_id=customer["customer_id"], category="refund_approval",
-                          summary="refund for a cancelled event", subject_id=order["order_id"],
-                          amount_usd=total / 100)],
-    )
+    case = call("open_case", customer_id=order["customer_id"], category="refund_approval",
+                summary="refund for a cancelled event", subject_id=order["order_id"],
+                amount_usd=(order["face"] + order["fees"]) / 100)
+    return _draft(ctx, order, "{show} is cancelled and I paid a lot for {tickets}. Please refund the whole order.",
+                  "a refund of the order, or a refund request filed", final=case)
 
 
 @template(kind="direct", split="train", variants=VARIANTS)
 def refund_postponed_in_window(ctx: GenContext) -> TaskDraft:
     order = _postponed_order(ctx, in_window=True)
-    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
-    return TaskDraft(
-        scenario=scenario(customer, f"{event['title']} was moved to {event['event_date']} and I can't make the "
-                          f"new date. Can I get a refund for {_tickets(order)}?", "a refund of the order"),
-        golden_path=[*_lookups(customer, order, with_event=True),
-                     call("refund_order", order_id=order["order_id"], include_fees=False,
-                          reason="event postponed")],
-    )
+    return _draft(ctx, order, "{title} was moved to {new_date} and I can't make the new date. Can I get a refund "
+                  "for {tickets}?", "a refund of the order", with_event=True,
+                  final=call("refund_order", order_id=order["order_id"], include_fees=False,
+                             reason="event postponed"))
 
 
 @template(kind="forbidden", split="train", variants=VARIANTS)
 def refund_postponed_too_late(ctx: GenContext) -> TaskDraft:
-    order = _postponed_order(ctx, in_window=False)
-    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
-    return TaskDraft(
-        scenario=scenario(customer, f"{event['title']} got postponed a while back and the new date "
-                          f"({event['event_date']}) doesn't work for me. I'd like a refund.",
-                          "a refund of the order"),
-        golden_path=_lookups(customer, order, with_event=True),
-    )
+    return _draft(ctx, _postponed_order(ctx, in_window=False), "{title} got postponed a while back and the new "
+                  "date ({new_date}) doesn't work for me. I'd like a refund.", "a refund of the order",
+                  with_event=True)
 
 
 @template(kind="forbidden", split="train", variants=VARIANTS)
 def refund_event_going_ahead(ctx: GenContext) -> TaskDraft:
     order = _order(ctx, "e.status = 'on_sale' AND e.event_date > ?", (ctx.today,), "COUNT(*) >= 1")
-    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
-    return TaskDraft(
-        scenario=scenario(customer, f"Something came up and I can't go to {show(event)} any more. "
-                          f"Please refund {_tickets(order)}.", "a refund of the order"),
-        golden_path=_lookups(customer, order, with_event=False),
-    )
+    return _draft(ctx, order, "Something came up and I can't go to {show} any more. Please refund {tickets}.",
+                  "a refund of the order")
 
 
 @template(kind="information", split="train", variants=VARIANTS)
 def cancelled_refund_amount(ctx: GenContext) -> TaskDraft:
     order = _order(ctx, "e.status = 'cancelled'", (), "COUNT(*) >= 2")
-    customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
     total = order["face"] + order["fees"]
-    return TaskDraft(
-        scenario=scenario(customer, f"Before I decide anything: {show(event)} was cancelled. How much would I get "
-                          f"back for {_tickets(order)}, fees included or not?", "learn the refund amount"),
-        golden_path=_lookups(customer, order, with_event=False),
-        rubrics=[Rubric(kind="must_mention", phrases=money_phrases(total),
-                        description="states the full refund including service fees")],
-        reference_answer=f"Because the event was cancelled you would get the full ${dollars(total)} back, "
-                         "service fees included.",
-    )
+    return _draft(ctx, order, "Before I decide anything: {show} was cancelled. How much would I get back for "
+                  "{tickets}, fees included or not?", "learn the refund amount",
+                  rubrics=[Rubric(kind="must_mention", phrases=money_phrases(total),
+                                  description="states the full refund including service fees")],
+                  reference_answer=f"Because the event was cancelled you would get the full ${dollars(total)} "
+                                   "back, service fees included.")
 
 
 TEMPLATES = [refund_cancelled_event, refund_cancelled_over_limit, refund_postponed_in_window,

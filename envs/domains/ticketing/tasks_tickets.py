@@ -10,6 +10,7 @@ from envs.domains.ticketing.scenario import (
     customer_of,
     event_of,
     identify,
+    long_date,
     scenario,
     seat_label,
     shifted,
@@ -85,7 +86,7 @@ def pass_on_received_ticket(ctx: GenContext) -> TaskDraft:
         "ORDER BY t.ticket_id", (shifted(ctx, 2),))
     holder, _, described = _parties(ctx, ticket)
     return TaskDraft(
-        scenario=scenario(holder, f"A friend sent me {described.removeprefix('my ')}, but I can't use it. "
+        scenario=scenario(holder, f"A friend sent me a {described.removeprefix('my ')}, but I can't use it. "
                           f"Please pass it on to {_friend(ctx)}.", "the ticket sent on"),
         golden_path=_holder_reads(holder),
     )
@@ -131,7 +132,8 @@ def exchange_for_other_date(ctx: GenContext) -> TaskDraft:
         (event["title"], event["event_id"], ctx.today)))
     return TaskDraft(
         scenario=scenario(holder, f"Could I swap {described} for the {target['city']} show on "
-                          f"{target['event_date']} instead?", f"the ticket moved to the {target['city']} date"),
+                          f"{long_date(target['event_date'])} instead?",
+                          f"the ticket moved to the {target['city']} date"),
         golden_path=[*_holder_reads(holder), call("find_event_dates", title=event["title"]),
                      call("exchange_ticket", ticket_id=ticket["ticket_id"], new_event_id=target["event_id"])],
     )

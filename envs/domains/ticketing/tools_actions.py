@@ -21,6 +21,7 @@ from envs.domains.ticketing.access import (
     owned_order,
     require,
     to_cents,
+    unlisted_ticket,
     usd,
 )
 from envs.sdk import Sandbox, ToolError
@@ -58,9 +59,7 @@ def transfer_ticket(
     recipient_email: Annotated[str, Field(description="email address of the person receiving the ticket")],
 ) -> dict[str, Any]:
     """Send a ticket to someone else by email; it leaves the caller's account at once."""
-    ticket = held_ticket(db, ticket_id)
-    if active_listing(db, ticket_id):
-        raise ToolError(f"ticket {ticket_id} is listed for resale; withdraw the listing first")
+    ticket = unlisted_ticket(db, ticket_id)
     email = recipient_email.strip().lower()
     if email == ticket["holder_email"].lower():
         raise ToolError("the recipient already holds this ticket")
@@ -79,10 +78,7 @@ def list_ticket_for_resale(
     price_usd: Annotated[float, Field(gt=0, description="asking price in US dollars, e.g. 95.00")],
 ) -> dict[str, Any]:
     """Put a ticket on the resale marketplace at the given asking price."""
-    held_ticket(db, ticket_id)
-    if active_listing(db, ticket_id):
-        raise ToolError(f"ticket {ticket_id} is already listed")
-    seller = db.one("SELECT holder_id FROM tickets WHERE ticket_id = ?", (ticket_id,))
+    seller = unlisted_ticket(db, ticket_id)
     listing_id = db.new_id("RL")
     db.execute("INSERT INTO resale_listings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                (listing_id, ticket_id, seller["holder_id"], to_cents(price_usd), "active", db.today, None, None))
@@ -108,9 +104,7 @@ def exchange_ticket(
     new_event_id: Annotated[str, Field(description="event id of the date to move to (from find_event_dates)")],
 ) -> dict[str, Any]:
     """Move a ticket to another event in the same-named section; the system assigns the first free seat."""
-    ticket = held_ticket(db, ticket_id)
-    if active_listing(db, ticket_id):
-        raise ToolError(f"ticket {ticket_id} is listed for resale; withdraw the listing first")
+    ticket = unlisted_ticket(db, ticket_id)
     event = require(db.one("SELECT * FROM events WHERE event_id = ?", (new_event_id,)), f"event {new_event_id}")
     if event["event_id"] == ticket["event_id"]:
         raise ToolError("the ticket is already for that event")
