@@ -89,15 +89,21 @@ BALANCES = (
     "SELECT b.account_id, SUM(b.amount_cents - COALESCE((SELECT SUM(ad.amount_cents) FROM adjustments ad "
     "WHERE ad.bill_id = b.bill_id), 0)) AS owed FROM bills b WHERE b.status = 'unpaid' AND NOT EXISTS "
     "(SELECT 1 FROM payment_plans pp WHERE pp.account_id = b.account_id AND (pp.status = 'active' OR "
-    "(pp.status = 'defaulted' AND pp.created_on > date(?, '-365 days')))) GROUP BY b.account_id "
+    "(pp.status = 'defaulted' AND pp.created_on > date(?, '-365 days')))) AND (? IS NULL OR b.account_id IN "
+    "(SELECT a.account_id FROM accounts a WHERE a.assistance_program = ?)) GROUP BY b.account_id "
     "HAVING owed BETWEEN ? AND ? ORDER BY b.account_id"
 )
 
 
-def _plan_request(ctx: GenContext, low: int, high: int) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """An account with no active or recently defaulted plan, owing between `low` and `high` cents."""
-    row = ctx.pick(BALANCES, (ctx.today, low, high))
-    return row, holder(ctx, row["account_id"]), ctx.rng.choice([2, 3, 4, 5, 6])
+def _plan_request(ctx: GenContext, low: int, high: int,
+                  program: str | None = None) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """An account with no active or recently defaulted plan, owing between `low` and `high` cents.
+
+    With `program` = "CARE" the account is CARE-enrolled and asks for the longer terms only CARE allows.
+    """
+    row = ctx.pick(BALANCES, (ctx.today, program, program, low, high))
+    months = ctx.rng.choice([7, 8, 9, 10, 12] if program == "CARE" else [2, 3, 4, 5, 6])
+    return row, holder(ctx, row["account_id"]), months
 
 
 def _plan_scenario(person: dict[str, Any], months: int) -> UserScenario:
@@ -115,6 +121,14 @@ def payment_plan_for_arrears(ctx: GenContext) -> TaskDraft:
     _, person, months = _plan_request(ctx, 10000, 100000)
     return TaskDraft(scenario=_plan_scenario(person, months),
                      golden_path=[*_plan_checks(person),
+                                  call("create_payment_plan", account_id=person["account_id"], installments=months)])
+
+
+@template(kind="direct", split="train", variants=VARIANTS)
+def long_payment_plan_for_care_household(ctx: GenContext) -> TaskDraft:
+    _, person, months = _plan_request(ctx, 10000, 100000, program="CARE")
+    return TaskDraft(scenario=_plan_scenario(person, months),
+                     golden_path=[*_plan_checks(person), call("get_account", account_id=person["account_id"]),
                                   call("create_payment_plan", account_id=person["account_id"], installments=months)])
 
 
@@ -139,4 +153,5 @@ def payment_plan_after_default(ctx: GenContext) -> TaskDraft:
 
 
 TEMPLATES = [outage_credit_within_limit, outage_credit_over_limit, credit_on_bill_past_window, dispute_recent_bill,
-             dispute_after_ninety_days, payment_plan_for_arrears, payment_plan_over_limit, payment_plan_after_default]
+             dispute_after_ninety_days, payment_plan_for_arrears, long_payment_plan_for_care_household,
+             payment_plan_over_limit, payment_plan_after_default]
