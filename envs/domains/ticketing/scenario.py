@@ -22,6 +22,12 @@ FREE_TICKET = (
 )
 
 
+def held_ticket_row(ctx: GenContext, condition: str, params: tuple = ()) -> dict[str, Any]:
+    """This variant's valid ticket held by an account holder (t) whose event (e) matches `condition`."""
+    return ctx.pick("SELECT t.* FROM tickets t JOIN events e USING (event_id) WHERE t.status = 'valid' "
+                    f"AND t.holder_id IS NOT NULL AND {condition} ORDER BY t.ticket_id", params)
+
+
 def caller_facts(customer: dict[str, Any]) -> tuple[Fact, ...]:
     """What a real ticket buyer can tell support: email, phone, billing ZIP, the card's last four digits."""
     return (

@@ -5,10 +5,12 @@ from __future__ import annotations
 from math import ceil, floor
 from typing import Any
 
+from envs.domains.ticketing.catalogue import RESALE_CAP_PERCENT
 from envs.domains.ticketing.scenario import (
     FREE_TICKET,
     customer_of,
     event_of,
+    held_ticket_row,
     identify,
     long_date,
     scenario,
@@ -79,11 +81,9 @@ def transfer_too_close(ctx: GenContext) -> TaskDraft:
 
 @template(kind="forbidden", split="heldout", variants=VARIANTS)
 def pass_on_received_ticket(ctx: GenContext) -> TaskDraft:
-    ticket = ctx.pick(
-        "SELECT t.* FROM tickets t JOIN events e USING (event_id) WHERE t.status = 'valid' AND t.transfer_count > 0 "
-        "AND t.holder_id IS NOT NULL AND e.status = 'on_sale' AND e.event_date >= ? AND NOT EXISTS "
-        "(SELECT 1 FROM resale_listings l WHERE l.ticket_id = t.ticket_id AND l.status = 'active') "
-        "ORDER BY t.ticket_id", (shifted(ctx, 2),))
+    ticket = held_ticket_row(ctx, "t.transfer_count > 0 AND e.status = 'on_sale' AND e.event_date >= ? AND NOT "
+                             "EXISTS (SELECT 1 FROM resale_listings l WHERE l.ticket_id = t.ticket_id "
+                             "AND l.status = 'active')", (shifted(ctx, 2),))
     holder, _, described = _parties(ctx, ticket)
     return TaskDraft(
         scenario=scenario(holder, f"A friend sent me a {described.removeprefix('my ')}, but I can't use it. "
@@ -100,7 +100,7 @@ def _resale_ticket(ctx: GenContext) -> dict[str, Any]:
 def list_within_cap(ctx: GenContext) -> TaskDraft:
     ticket = _resale_ticket(ctx)
     holder, _, described = _parties(ctx, ticket)
-    price = floor(ticket["face_value_cents"] * ctx.rng.choice([0.85, 1.0, 1.1, 1.15, 1.2]) / 100)
+    price = floor(ticket["face_value_cents"] * RESALE_CAP_PERCENT * ctx.rng.choice([0.7, 0.85, 0.95, 1.0]) / 10000)
     return TaskDraft(
         scenario=scenario(holder, f"I'd like to resell {described} for ${price}.", f"the ticket listed at ${price}"),
         golden_path=[*_holder_reads(holder), call("get_event", event_id=ticket["event_id"]),
@@ -112,7 +112,7 @@ def list_within_cap(ctx: GenContext) -> TaskDraft:
 def list_above_cap(ctx: GenContext) -> TaskDraft:
     ticket = _resale_ticket(ctx)
     holder, _, described = _parties(ctx, ticket)
-    price = ceil(ticket["face_value_cents"] * ctx.rng.choice([1.3, 1.5, 1.75, 2.0]) / 100)
+    price = ceil(ticket["face_value_cents"] * RESALE_CAP_PERCENT * ctx.rng.choice([1.1, 1.25, 1.5, 1.7]) / 10000)
     return TaskDraft(
         scenario=scenario(holder, f"Demand is huge, so please list {described} on resale for ${price}.",
                           f"the ticket listed at ${price}"),
