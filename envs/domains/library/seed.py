@@ -1,4 +1,4 @@
-"""Seeded rows for the library template: 1,400 members, ~700 titles and ~10k rows in all.
+"""Seeded rows for the library template: 1,400 members, ~650 titles and ~9k rows in all.
 
 Every value comes from the Random passed in, so one seed always yields one database. Circulation history is
 generated in the order it would happen (copies, then loans, then the fines those loans caused), so fines point
@@ -169,7 +169,7 @@ def _rooms(conn: sqlite3.Connection, rng: random.Random, members: list[str]) -> 
                 _insert(conn, "rooms", (f"{branch_id}-{suffix}", branch_id, name, capacity))
                 rooms.append((f"{branch_id}-{suffix}", capacity, opens, closes))
     booked: set[tuple[str, int, int]] = set()
-    for n in range(420):
+    for n in range(1100):
         room_id, capacity, opens, closes = rng.choice(rooms)
         offset, length = rng.randrange(-60, 31), rng.choice([1, 1, 2, 2, 3])
         start = rng.randrange(opens, closes - length + 1)

@@ -48,13 +48,16 @@ def list_copies(db: Sandbox, item_id: ItemId) -> list[dict[str, Any]]:
 def list_loans(db: Sandbox, member_id: MemberId) -> list[dict[str, Any]]:
     """The member's current loans with due dates, renewals so far and how many others wait for the title."""
     require_verified(db, member_id)
-    return db.query(
+    loans = db.query(
         "SELECT l.loan_id, l.copy_id, i.item_id, i.title, i.format, i.new_release, l.borrowed_on, l.due_on, "
         "l.renewals, (SELECT COUNT(*) FROM holds h WHERE h.item_id = i.item_id AND h.status = ? "
         "AND h.member_id <> l.member_id) AS waiting_holds FROM loans l JOIN copies c USING (copy_id) "
         "JOIN items i USING (item_id) WHERE l.member_id = ? AND l.status = ? ORDER BY l.due_on, l.loan_id",
         ("waiting", member_id, "active"),
     )
+    for loan in loans:
+        loan["new_release"] = bool(loan["new_release"])
+    return loans
 
 
 def _active_loan(db: Sandbox, loan_id: str) -> dict[str, Any]:
