@@ -90,45 +90,53 @@ def _referrals(conn: sqlite3.Connection, rng: random.Random, ids: _Ids, patients
     return by_specialty
 
 
+def _working_hours(rng: random.Random, specialty: str) -> list[tuple[int, str, int]]:
+    """(day offset, starts_at, minutes) of every slot one practitioner offers across the calendar."""
+    family = specialty == "Family Medicine"
+    weekdays = range(5) if family else sorted(rng.sample(range(5), 3))
+    times = ["09:00", "09:30", "10:00", "10:30", "11:00", "13:30", "14:00", "14:30", "15:30"] if family else \
+        ["09:00", "10:00", "11:00", "13:00", "14:00", "15:00"]
+    return [(offset, f"{day(offset)}T{time}", 20 if family else 45)
+            for offset in range(CALENDAR_START, CALENDAR_END + 1)
+            if (TODAY + timedelta(days=offset)).weekday() in weekdays for time in times]
+
+
 def _calendar(conn: sqlite3.Connection, rng: random.Random, ids: _Ids, patients: list[str],
               referrals: dict[str, list]) -> None:
-    """Bookable slots for every practitioner, about half of the near ones booked."""
+    """Bookable slots for every practitioner, most past and about half of the near ones booked.
+
+    A patient has at most one visit a day; a specialist slot is booked only by a patient whose referral for
+    that specialty is valid on the day and has a visit left, which the booking then uses up.
+    """
+    busy: set[tuple[str, str]] = set()
     for practitioner_id, _, specialty, needs_referral, fee in PRACTITIONERS:
-        weekdays = range(5) if specialty == "Family Medicine" else sorted(rng.sample(range(5), 3))
-        minutes = 20 if specialty == "Family Medicine" else 45
-        hours = [9, 10, 11, 13, 14, 15] if minutes == 45 else [9, 9.5, 10, 10.5, 11, 13.5, 14, 14.5, 15.5]
-        for offset in range(CALENDAR_START, CALENDAR_END + 1):
-            if (TODAY + timedelta(days=offset)).weekday() not in weekdays:
-                continue
-            for hour in hours:
-                slot_id = ids("SL", 800000)
-                starts = f"{day(offset)}T{int(hour):02d}:{int(hour % 1 * 60):02d}"
-                booked = rng.random() < (0.8 if offset < 0 else max(0.08, 0.6 - offset / 60))
-                patient = referral = procedure = None
-                if booked and needs_referral:
-                    open_refs = [r for r in referrals[specialty] if r[4] < r[3] and r[2] >= starts[:10]]
-                    referral = rng.choice(open_refs) if open_refs else None
+        for offset, starts, minutes in _working_hours(rng, specialty):
+            slot_id = ids("SL", 800000)
+            patient = referral = None
+            if rng.random() < (0.8 if offset < 0 else max(0.08, 0.6 - offset / 60)):
+                if needs_referral:
+                    usable = [r for r in referrals[specialty] if r[4] < r[3] and r[2] >= starts[:10]]
+                    referral = rng.choice(usable) if usable else None
                     patient = referral[1] if referral else None
-                elif booked:
+                else:
                     patient = rng.choice(patients)
-                    if specialty == IMAGING:
-                        procedure = rng.choice(PROCEDURES)[0]
-                conn.execute("INSERT INTO slots VALUES (?, ?, ?, ?, ?)",
-                             (slot_id, practitioner_id, starts, minutes, "booked" if patient else "open"))
-                if patient is None:
-                    continue
-                if referral:
-                    referral[4] += 1
-                    conn.execute("UPDATE referrals SET visits_used = ? WHERE referral_id = ?",
-                                 (referral[4], referral[0]))
-                status = "booked" if offset >= 0 else rng.choices(["completed", "no_show"], weights=[15, 1])[0]
-                appointment_id = ids("AP", 200000)
-                conn.execute("INSERT INTO appointments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (appointment_id, patient, practitioner_id, slot_id, starts,
-                              referral[0] if referral else None, procedure, status,
-                              day(min(offset, 0) - rng.randrange(1, 40)), None))
-                if status == "no_show":
-                    _fee(conn, rng, ids, patient, appointment_id, "no_show", fee, offset)
+            booked = patient is not None and (patient, starts[:10]) not in busy
+            conn.execute("INSERT INTO slots VALUES (?, ?, ?, ?, ?)",
+                         (slot_id, practitioner_id, starts, minutes, "booked" if booked else "open"))
+            if not booked:
+                continue
+            busy.add((patient, starts[:10]))
+            if referral:
+                referral[4] += 1
+                conn.execute("UPDATE referrals SET visits_used = ? WHERE referral_id = ?", (referral[4], referral[0]))
+            status = "booked" if offset >= 0 else rng.choices(["completed", "no_show"], weights=[15, 1])[0]
+            appointment_id = ids("AP", 200000)
+            conn.execute("INSERT INTO appointments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (appointment_id, patient, practitioner_id, slot_id, starts, referral[0] if referral else None,
+                          rng.choice(PROCEDURES)[0] if specialty == IMAGING else None, status,
+                          day(min(offset, 0) - rng.randrange(1, 40)), None))
+            if status == "no_show":
+                _fee(conn, rng, ids, patient, appointment_id, "no_show", fee, offset)
 
 
 def _history(conn: sqlite3.Connection, rng: random.Random, ids: _Ids, patients: list[str]) -> None:

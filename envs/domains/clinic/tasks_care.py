@@ -21,18 +21,25 @@ def _refill_opening(rx: dict) -> str:
     return f"Hi, I'm running low on my {rx['medication']}. Could you send a refill to my pharmacy?"
 
 
+def _asks_for_refill(ctx: GenContext, controlled: bool, days_before_running_out: int, outcome: str) -> TaskDraft:
+    """A patient asks for a refill the policy allows; `outcome` is the one write it calls for."""
+    rx, person, patch = _refill_case(ctx, controlled, days_before_running_out)
+    write = (call("request_refill", rx_id=rx["rx_id"]) if outcome == "refill" else
+             call("open_request", patient_id=person["patient_id"], category="controlled_refill_review",
+                  note=f"refill requested for {rx['medication']}", subject_id=rx["rx_id"]))
+    goal = "the refill sent to the pharmacy" if outcome == "refill" else "the refill sent, or passed to the prescriber"
+    return TaskDraft(scenario=caller(person, _refill_opening(rx), goal),
+                     initial_patch=patch, golden_path=[*_read_prescriptions(person), write])
+
+
 def _read_prescriptions(person: dict) -> list:
     return [*verify(person), call("list_prescriptions", patient_id=person["patient_id"])]
 
 
 @template(kind="direct", split="train", variants=12)
 def refill_when_due(ctx: GenContext) -> TaskDraft:
-    rx, person, patch = _refill_case(ctx, controlled=False, days_before_running_out=ctx.rng.randrange(-10, 8))
-    return TaskDraft(
-        scenario=caller(person, _refill_opening(rx), "the refill sent to the pharmacy"),
-        initial_patch=patch,
-        golden_path=[*_read_prescriptions(person), call("request_refill", rx_id=rx["rx_id"])],
-    )
+    return _asks_for_refill(ctx, controlled=False, days_before_running_out=ctx.rng.randrange(-10, 8),
+                            outcome="refill")
 
 
 @template(kind="forbidden", split="train", variants=12)
@@ -53,14 +60,8 @@ def refill_too_early(ctx: GenContext) -> TaskDraft:
 
 @template(kind="approval", split="train", variants=12)
 def controlled_refill_needs_review(ctx: GenContext) -> TaskDraft:
-    rx, person, patch = _refill_case(ctx, controlled=True, days_before_running_out=ctx.rng.randrange(-5, 8))
-    return TaskDraft(
-        scenario=caller(person, _refill_opening(rx), "the refill sent, or passed to the prescriber"),
-        initial_patch=patch,
-        golden_path=[*_read_prescriptions(person),
-                     call("open_request", patient_id=person["patient_id"], category="controlled_refill_review",
-                          note=f"refill requested for {rx['medication']}", subject_id=rx["rx_id"])],
-    )
+    return _asks_for_refill(ctx, controlled=True, days_before_running_out=ctx.rng.randrange(-5, 8),
+                            outcome="review")
 
 
 TEMPLATES = [refill_when_due, refill_too_early, controlled_refill_needs_review]

@@ -86,13 +86,15 @@ def book_appointment(
 
 
 def cancel_appointment(db: Sandbox, appointment_id: AppointmentId) -> dict[str, Any]:
-    """Cancel an upcoming booked appointment and release its slot. Charges nothing by itself."""
+    """Cancel an upcoming booked appointment, release its slot and give back its referral visit. Charges no fee."""
     visit = owned(db, "appointments", "appointment_id", appointment_id)
     if visit["status"] != "booked" or visit["starts_at"][:10] < db.today:
         raise ToolError(f"appointment {appointment_id} is not an upcoming booked appointment")
     db.execute("UPDATE appointments SET status = ?, cancelled_on = ? WHERE appointment_id = ?",
                ("cancelled", db.today, appointment_id))
     db.execute("UPDATE slots SET status = ? WHERE slot_id = ?", ("open", visit["slot_id"]))
+    if visit["referral_id"] is not None:  # the referral visit was never used
+        db.execute("UPDATE referrals SET visits_used = visits_used - 1 WHERE referral_id = ?", (visit["referral_id"],))
     return {"appointment_id": appointment_id, "status": "cancelled", "starts_at": visit["starts_at"]}
 
 
