@@ -35,7 +35,7 @@ def caller_facts(customer: dict[str, Any]) -> tuple[Fact, ...]:
         Fact(name="phone number", value=customer["phone"], keywords=("phone", "mobile")),
         Fact(name="billing ZIP code", value=customer["billing_postcode"],
              keywords=("zip", "postcode", "postal code", "billing")),
-        Fact(name="card's last 4 digits", value=customer["card_last4"],
+        Fact(name="card number ending", value=customer["card_last4"],
              keywords=("card", "last 4", "last four", "digits")),
     )
 
