@@ -1,0 +1,76 @@
+"""The engine contract (DESIGN.md): tokens in, sampled tokens and their behaviour log-probs out.
+
+Implementations: `rollout.engines.sglang.SGLangEngine` (SGLang's native HTTP API, several servers) and
+`tbjax.engine.JaxEngine` (in-process, continuous batching), which `python -m tbjax.serve` also serves over
+the same HTTP API. The episode loop sees only this protocol.
+
+Log-prob semantics follow SGLang and the trainer alike: log softmax of logits / temperature at the sampled
+token, before top-k/top-p/min-p truncation (so the trainer can recompute the same number from the same
+tokens). Greedy decoding (temperature 0) reports the untempered log softmax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    """Every value is sent explicitly: servers must never fill in their generation_config defaults."""
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1  # -1: off
+    min_p: float = 0.0
+    stop_token_ids: tuple[int, ...] = ()
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.top_k == 0 or not 0 <= self.min_p < 1:
+            raise ValueError(f"invalid sampling parameters {self}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:
+    """One completion. `output_ids` include a matched stop token (the policy sampled it and must be
+    trained on it); `logprobs[i]` belongs to `output_ids[i]`."""
+
+    output_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish_reason: FinishReason
+    weight_version: str
+    prompt_tokens: int
+    cached_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if len(self.output_ids) != len(self.logprobs):
+            raise ValueError(f"{len(self.output_ids)} output ids but {len(self.logprobs)} logprobs")
+
+
+class EngineError(RuntimeError):
+    """Infrastructure failure of an engine (dead server, timeout, protocol violation): a system error of
+    the episode, retried or refilled, never scored as the agent's failure."""
+
+    kind = "engine"
+
+
+class Engine(Protocol):
+    async def generate(self, input_ids: Sequence[int], sampling: SamplingParams, *,
+                       session_id: str | None = None) -> Generation:
+        """`session_id` keeps an episode's turns on one server (prefix cache reuse)."""
+        ...
+
+    async def update_weights(self, hf_dir: str, version: str) -> None:
+        """Load an HF safetensors directory of the served architecture; later generations report `version`."""
+        ...
+
+    async def health(self) -> bool: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,38 @@
+"""The trajectory contract (DESIGN.md): what one episode hands the trainer."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+Termination = Literal["agent_done", "user_done", "max_turns", "token_budget", "timeout", "system_error"]
+
+
+@dataclasses.dataclass
+class Trajectory:
+    """token_ids is the whole conversation as the policy saw it; loss_mask is 1 exactly on tokens the
+    policy sampled, whose behaviour log-probs are in `logprobs` (0.0 elsewhere)."""
+
+    task_id: str
+    group_id: str
+    token_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    weight_versions: list[str]  # one per agent turn, in order (a refresh may land between turns)
+    reward: float | None  # None when a system error voided the episode
+    termination: Termination
+    system_error: str | None = None  # the error's kind, e.g. "engine", "endpoint_timeout"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    turns: int = 0
+    malformed_tool_calls: int = 0
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not len(self.token_ids) == len(self.loss_mask) == len(self.logprobs):
+            raise ValueError("token_ids, loss_mask and logprobs must have one entry per token")
+
+    @property
+    def weight_version(self) -> str | None:
+        """The version the first agent turn was sampled with (what on-policy checks compare)."""
+        return self.weight_versions[0] if self.weight_versions else None
