@@ -105,7 +105,7 @@ def _imaging_request(ctx: GenContext) -> tuple[dict, dict, dict]:
 
 
 def _imaging_opening(procedure: tuple, slot: dict) -> str:
-    return f"My doctor wants me to have a {procedure[1].lower()}. Can you book me into {_slot_request(slot)}?"
+    return f"My doctor has ordered a scan for me ({procedure[1]}). Can you book me into {_slot_request(slot)}?"
 
 
 @template(kind="approval", split="train", variants=12)
