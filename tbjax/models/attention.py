@@ -32,10 +32,14 @@ class Attention(nnx.Module):
         self.q_norm = RMSNorm(hd, cfg, rngs) if cfg.qk_norm else None
         self.k_norm = RMSNorm(hd, cfg, rngs) if cfg.qk_norm else None
 
-    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, segments: jax.Array) -> jax.Array:
-        """x: [batch, seq, embed]; cos/sin: [batch, seq, head_dim]; segments: [batch, seq] int32."""
+    def qkv(self, x: jax.Array, cos: jax.Array, sin: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """x: [batch, seq, embed] -> rotated q [batch, seq, heads, head_dim], rotated k and v [.., kv_heads, ..]."""
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v
+
+    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, segments: jax.Array) -> jax.Array:
+        """x: [batch, seq, embed]; cos/sin: [batch, seq, head_dim]; segments: [batch, seq] int32."""
+        q, k, v = self.qkv(x, cos, sin)
         return self.o_proj(attend(self.impl, q, k, v, segments, mesh=self.mesh, rules=self.rules))

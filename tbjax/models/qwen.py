@@ -37,7 +37,12 @@ class DecoderBlock(nnx.Module):
         self.mlp = SparseMoE(cfg, rngs) if moe else MLP(cfg, rngs)
 
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, segments: jax.Array) -> jax.Array:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, segments)
+        return self.finish(x, self.self_attn(self.input_layernorm(x), cos, sin, segments))
+
+    def finish(self, x: jax.Array, attention_out: jax.Array) -> jax.Array:
+        """The block after attention: residual, then the (dense or sparse) MLP with its residual. Decoding
+        computes attention against a KV cache and shares this half."""
+        x = x + attention_out
         return x + self.mlp(self.post_attention_layernorm(x))
 
 

@@ -1,0 +1,268 @@
+"""JaxEngine: the embedded inference engine (continuous batching over a KV cache), behind the same
+`rollout.engine.Engine` protocol as the SGLang client.
+
+A worker thread owns the device: between decode steps it admits waiting requests into free cache slots
+(prefilling only the part of the prompt the slot does not already cache), then advances every active slot
+by one token. Callers on any asyncio loop await futures the worker resolves. Weight swaps wait for
+in-flight generations to finish, so each Generation is sampled from exactly one weight version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import numpy as np
+from flax import nnx
+
+from rollout.engine import EngineError, Generation, SamplingParams
+from tbjax.engine.device_step import bucket, step
+from tbjax.engine.requests import Request, Slot, SlotTable
+from tbjax.engine.sampling import RowSampling
+from tbjax.models import Qwen, from_pretrained
+from tbjax.models.decoding import KVCache
+
+log = logging.getLogger(__name__)
+MIN_KV_BUCKET = 64
+
+
+class JaxEngine:
+    def __init__(self, model: Qwen, *, slots: int = 8, max_len: int = 4096, weight_version: str = "0",
+                 seed: int = 0):
+        self.config = model.config
+        self.mesh = model.mesh
+        self.graphdef, self.state = nnx.split(model)
+        self.max_len = max_len
+        self.weight_version = weight_version
+        self.cache: KVCache | None = KVCache.zeros(self.config, slots, max_len)
+        self.table = SlotTable(slots)
+        self._pending: deque[Request] = deque()
+        self._cond = threading.Condition()
+        self._paused = False
+        self._draining = 0  # holders (weight swap, memory release) waiting for in-flight work to finish
+        self._stopping = False
+        self._failure: BaseException | None = None
+        self._seed_base = seed
+        self._worker = threading.Thread(target=self._run, name="jax-engine", daemon=True)
+        self._worker.start()
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **kwargs) -> JaxEngine:
+        return cls(from_pretrained(path), **kwargs)
+
+    # ----------------------------------------------------------------- the Engine protocol
+    async def generate(self, input_ids: Sequence[int], sampling: SamplingParams, *,
+                       session_id: str | None = None) -> Generation:
+        if not input_ids:
+            raise ValueError("input_ids is empty: a prompt needs at least one token")
+        if len(input_ids) >= self.max_len - 1:
+            raise ValueError(f"prompt of {len(input_ids)} tokens does not fit the engine's max_len {self.max_len}; "
+                             "shorten the episode budget or start the engine with a larger max_len")
+        loop = asyncio.get_running_loop()
+        request = Request(list(input_ids), sampling, loop.create_future(), loop, session_id)
+        with self._cond:
+            self._raise_if_failed()
+            self._pending.append(request)
+            self._cond.notify_all()
+        return await request.future
+
+    async def update_weights(self, hf_dir: str, version: str) -> None:
+        model = await asyncio.to_thread(from_pretrained, hf_dir, mesh=self.mesh, runtime=self.config.runtime)
+        if model.config.hf_config != self.config.hf_config:
+            raise ValueError(f"{hf_dir} holds a different architecture than the served model; "
+                             "weights can be refreshed, architectures cannot")
+        await self.set_state(nnx.state(model), version)
+
+    async def set_state(self, state: nnx.State, version: str) -> None:
+        """Swaps in new parameters (same structure) once in-flight generations finish."""
+        await asyncio.to_thread(self._with_engine_idle, lambda: self._swap(state, version))
+
+    async def health(self) -> bool:
+        return self._worker.is_alive() and self._failure is None
+
+    async def close(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        await asyncio.to_thread(self._worker.join)
+
+    # ----------------------------------------------------------------- SGLang-style controls
+    def pause(self) -> None:
+        """New requests wait; generations already running continue."""
+        with self._cond:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
+
+    def flush_cache(self) -> bool:
+        """Forgets cached prefixes; refused (False) while generations run, as SGLang does."""
+        with self._cond:
+            if self.table.active() or self._pending:
+                return False
+            self.table.forget_all()
+            return True
+
+    async def release_memory(self) -> None:
+        """Parameters to host memory and the KV cache freed (the trainer needs the device)."""
+        def release() -> None:
+            self.state = jax.device_get(self.state)
+            self.cache = None
+            self.table.forget_all()
+        await asyncio.to_thread(self._with_engine_idle, release)
+
+    async def resume_memory(self) -> None:
+        def resume() -> None:
+            self.state = jax.device_put(self.state)
+            self.cache = KVCache.zeros(self.config, len(self.table.slots), self.max_len)
+        await asyncio.to_thread(self._with_engine_idle, resume)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.table.active() or self._pending)
+
+    # ----------------------------------------------------------------- the worker
+    def _with_engine_idle(self, action) -> None:
+        """Runs `action` with no generation in flight, holding new admissions back meanwhile."""
+        with self._cond:
+            self._draining += 1
+            try:
+                while self.table.active() and self._failure is None:
+                    self._cond.wait()
+                self._raise_if_failed()
+                action()
+            finally:
+                self._draining -= 1
+                self._cond.notify_all()
+
+    def _swap(self, state: nnx.State, version: str) -> None:
+        self.state = state
+        self.weight_version = version
+        self.table.forget_all()  # cached keys/values belong to the old weights
+        log.info("engine now serves weight version %s", version)
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise EngineError(f"the JAX engine's worker failed: {self._failure!r}")
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._stopping and not self.table.active() and not self._admissible():
+                        self._cond.wait()
+                    if self._stopping:
+                        break
+                    admitted = self._admit()
+                for slot, reused in admitted:
+                    self._prefill(slot, reused)
+                if self.table.active():
+                    self._decode()
+        except BaseException as error:  # noqa: BLE001 - every waiter must learn the worker died
+            log.exception("JAX engine worker failed")
+            self._fail_everything(error)
+        finally:
+            with self._cond:
+                for request in list(self._pending) + [s.request for s in self.table.active()]:
+                    request.fail(EngineError("the JAX engine stopped"))
+                self._cond.notify_all()
+
+    def _admissible(self) -> bool:
+        return bool(self._pending) and not self._paused and not self._draining and self.cache is not None
+
+    def _admit(self) -> list[tuple[Slot, int]]:
+        admitted = []
+        while self._admissible():
+            assignment = self.table.assign(self._pending[0])
+            if assignment is None:
+                break
+            request = self._pending.popleft()
+            request.weight_version = self.weight_version
+            request.cached_tokens = assignment[1]
+            admitted.append(assignment)
+        return admitted
+
+    def _seed(self, request: Request) -> int:
+        if request.sampling.seed is not None:
+            return request.sampling.seed & 0x7FFFFFFF
+        return random.Random(self._seed_base * 1_000_003 + request.number).getrandbits(31)
+
+    def _sampling_row(self, request: Request | None) -> tuple[float, int, float, float]:
+        if request is None:
+            return (0.0, -1, 1.0, 0.0)
+        s = request.sampling
+        return (s.temperature, s.top_k, s.top_p, s.min_p)
+
+    def _prefill(self, slot: Slot, reused: int) -> None:
+        request = slot.request
+        todo = request.input_ids[reused:]
+        width = bucket(len(todo), self.max_len)
+        tokens = np.zeros((1, width), np.int32)
+        tokens[0, :len(todo)] = todo
+        kv_len = max(bucket(len(request.input_ids), self.max_len), MIN_KV_BUCKET)
+        self._advance([slot], tokens, [reused], [len(todo) - 1], kv_len, prefill=True)
+
+    def _decode(self) -> None:
+        slots = self.table.slots
+        scratch = self.max_len - 1  # idle rows write here, never inside a cached prefix
+        starts = [len(s.tokens) if s.busy else scratch for s in slots]
+        tokens = np.asarray([[s.request.output_ids[-1] if s.busy else 0] for s in slots], np.int32)
+        kv_len = max(bucket(max(len(s.tokens) for s in slots if s.busy) + 1, self.max_len), MIN_KV_BUCKET)
+        self._advance(slots, tokens, starts, [0] * len(slots), kv_len, prefill=False)
+
+    def _advance(self, rows: list[Slot], tokens: np.ndarray, starts: list[int], last_index: list[int],
+                 kv_len: int, prefill: bool) -> None:
+        """Runs one compiled step for `rows` (one new prompt, or every slot for a decode step), records each
+        busy row's sampled token and finishes rows that stop. A slot's `tokens` are those its cache holds:
+        a step caches what it was fed, and the token it samples is fed by the next step."""
+        requests = [slot.request for slot in rows]
+        seeds = np.asarray([self._seed(r) if r else 0 for r in requests], np.uint32)
+        counters = np.asarray([len(r.output_ids) if r else 0 for r in requests], np.int32)
+        sampling = RowSampling.stack([self._sampling_row(r) for r in requests])
+        slot_ids = np.asarray([s.index for s in rows], np.int32)
+        next_tokens, logprobs, self.cache = step(
+            self.graphdef, self.state, self.cache, tokens, slot_ids, np.asarray(starts, np.int32),
+            np.asarray(last_index, np.int32), seeds, counters, sampling, kv_len=kv_len)
+        next_tokens, logprobs = np.asarray(next_tokens), np.asarray(logprobs)
+        for i, slot in enumerate(rows):
+            request = slot.request
+            if request is None:
+                continue
+            if prefill:
+                slot.tokens = list(request.input_ids)
+            else:
+                slot.tokens.append(request.output_ids[-1])
+            token = int(next_tokens[i])
+            request.output_ids.append(token)
+            request.logprobs.append(float(logprobs[i]))
+            self._finish_if_done(slot, token)
+
+    def _finish_if_done(self, slot: Slot, token: int) -> None:
+        request = slot.request
+        reason = None
+        if token in request.sampling.stop_token_ids:
+            reason = "stop"
+        elif len(request.output_ids) >= request.sampling.max_new_tokens or len(slot.tokens) >= self.max_len - 1:
+            reason = "length"  # also when the next token would land on the scratch position
+        if reason is None:
+            return
+        with self._cond:
+            self.table.release(slot)
+            self._cond.notify_all()
+        request.finish(reason)
+
+    def _fail_everything(self, error: BaseException) -> None:
+        with self._cond:
+            self._failure = error
+            for request in list(self._pending) + [s.request for s in self.table.active()]:
+                request.fail(EngineError(f"the JAX engine's worker failed: {error!r}"))
+            self._pending.clear()
+            self._cond.notify_all()

@@ -1,0 +1,92 @@
+"""Incremental decoding with a KV cache: the forward pass the inference engine runs.
+
+The cache holds every layer's keys and values for a fixed number of slots (one per concurrent sequence):
+k, v: [layers, slots, max_len, kv_heads, head_dim]. One function serves prefill and decode: it takes
+`tokens` [rows, t] for cache rows `slots` [rows] starting at absolute positions `starts` [rows], writes
+their keys/values into the cache and attends to everything the slot holds up to each query's position.
+Prefill is rows=1..n with t = a padded prompt bucket; a decode step is rows=slots with t=1. Attention reads
+only the first `kv_len` cache positions (a static bucket), so short sequences do not pay for max_len.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from tbjax.models.attention_kernels import xla_attention
+from tbjax.models.config import ModelConfig
+from tbjax.models.qwen import DecoderBlock, Qwen
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class KVCache:
+    k: jax.Array  # [layers, slots, max_len, kv_heads, head_dim]
+    v: jax.Array
+
+    @classmethod
+    def zeros(cls, cfg: ModelConfig, slots: int, max_len: int) -> KVCache:
+        shape = (cfg.num_layers, slots, max_len, cfg.num_kv_heads, cfg.head_dim)
+        return cls(jnp.zeros(shape, cfg.compute_dtype), jnp.zeros(shape, cfg.compute_dtype))
+
+    @property
+    def max_len(self) -> int:
+        return self.k.shape[2]
+
+    @property
+    def slots(self) -> int:
+        return self.k.shape[1]
+
+
+def _attend_cached(block: DecoderBlock, x: jax.Array, cos: jax.Array, sin: jax.Array, k_cache: jax.Array,
+                   v_cache: jax.Array, slots: jax.Array, starts: jax.Array, kv_len: int
+                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """One block with its layer's cache: k_cache/v_cache [slots, max_len, kv_heads, head_dim]."""
+    attn = block.self_attn
+    q, k, v = attn.qkv(block.input_layernorm(x), cos, sin)
+    t = x.shape[1]
+    positions = starts[:, None] + jnp.arange(t)[None, :]  # [rows, t]
+    k_cache = k_cache.at[slots[:, None], positions].set(k.astype(k_cache.dtype))
+    v_cache = v_cache.at[slots[:, None], positions].set(v.astype(v_cache.dtype))
+    keys, values = k_cache[slots, :kv_len], v_cache[slots, :kv_len]
+    mask = (jnp.arange(kv_len)[None, None, :] <= positions[:, :, None])[:, None]  # [rows, 1, t, kv_len]
+    out = attn.o_proj(xla_attention(q, keys.astype(q.dtype), values.astype(q.dtype), mask))
+    return block.finish(x, out), k_cache, v_cache
+
+
+def forward_cached(model: Qwen, cache: KVCache, tokens: jax.Array, slots: jax.Array, starts: jax.Array,
+                   last_index: jax.Array, kv_len: int) -> tuple[jax.Array, KVCache]:
+    """tokens [rows, t] int32 -> (logits at `last_index` per row [rows, vocab] float32, updated cache).
+
+    Padding beyond a row's real tokens writes cache entries past its length, which later writes overwrite
+    and the causal mask never shows, so buckets need no extra masking.
+    """
+    cfg = model.config
+    positions = starts[:, None] + jnp.arange(tokens.shape[1])[None, :]
+    cos, sin = model.rotary.cos_sin(positions)
+    x = model.embed_tokens[...].astype(cfg.compute_dtype)[tokens]
+
+    def run(graphdef: nnx.GraphDef, state: nnx.State, x: jax.Array, k_layer: jax.Array, v_layer: jax.Array):
+        return _attend_cached(nnx.merge(graphdef, state), x, cos, sin, k_layer, v_layer, slots, starts, kv_len)
+
+    if cfg.runtime.scan_layers:
+        graphdef, state = nnx.split(model.layers)
+
+        def body(x, layer):
+            state, k_layer, v_layer = layer
+            x, k_layer, v_layer = run(graphdef, state, x, k_layer, v_layer)
+            return x, (k_layer, v_layer)
+
+        x, (k, v) = jax.lax.scan(body, x, (state, cache.k, cache.v))
+        cache = KVCache(k, v)
+    else:
+        k, v = cache.k, cache.v
+        for i, layer in enumerate(model.layers):
+            x, k_layer, v_layer = run(*nnx.split(layer), x, k[i], v[i])
+            k, v = k.at[i].set(k_layer), v.at[i].set(v_layer)
+        cache = KVCache(k, v)
+    hidden = model.norm(x[jnp.arange(x.shape[0]), last_index])
+    return model.logits(hidden), cache
