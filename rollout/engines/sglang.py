@@ -1,0 +1,188 @@
+"""`SGLangEngine`: the `Engine` contract over SGLang's native HTTP API, for one or many servers.
+
+Failures are the infrastructure's, never the agent's: a request that cannot be served after the configured
+attempts raises `EngineError`, which the episode loop records as a system error and the group scheduler
+re-runs. Retried (with exponential backoff, jittered so that many episodes do not hit a restarted server in
+lock step): connection errors, timeouts, 5xx and 429 answers (the server is benched and the request moves to
+another one), and `finish_reason.type == "abort"` (what SGLang answers for requests in flight when a weight
+refresh pauses it; the retry waits behind the pause). Not retried: other 4xx answers and malformed
+responses, which a retry cannot fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from rollout.engine import EngineError, Generation, SamplingParams
+from rollout.engines.servers import Server, ServerPool
+from rollout.engines.sglang_wire import ProtocolError, finish_reason_of, generate_payload, parse_generation
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class SGLangConfig:
+    """Client settings. Timeouts are generous because one turn may decode 8192 tokens under load."""
+
+    urls: tuple[str, ...]
+    request_timeout_s: float = 900.0
+    connect_timeout_s: float = 5.0
+    admin_timeout_s: float = 900.0  # loading a 27B checkpoint from disk
+    health_timeout_s: float = 5.0
+    max_attempts: int = 5
+    backoff_s: float = 0.5
+    max_backoff_s: float = 10.0
+    cooldown_s: float = 15.0  # how long a failing server is left out of rotation
+    weight_version: str = "default"  # what servers report before the first refresh (SGLang's default)
+    max_connections: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+
+
+class SGLangEngine:
+    """Speaks /generate, /pause_generation, /update_weights_from_disk, /continue_generation and /health."""
+
+    def __init__(self, config: SGLangConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self.pool = ServerPool(config.urls, config.weight_version, config.cooldown_s)
+        self.missing_logprobs = 0  # stop tokens whose logprob no server sent (NaN in the Generation)
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(config.request_timeout_s, connect=config.connect_timeout_s),
+            limits=httpx.Limits(max_connections=config.max_connections,
+                                max_keepalive_connections=config.max_connections),
+            transport=transport,
+        )
+
+    @classmethod
+    def from_urls(cls, urls: Sequence[str], **settings: Any) -> SGLangEngine:
+        return cls(SGLangConfig(urls=tuple(urls), **settings))
+
+    async def generate(self, input_ids: Sequence[int], sampling: SamplingParams, *,
+                       session_id: str | None = None) -> Generation:
+        if not input_ids:
+            raise ValueError("generate needs at least one input token")
+        rid = uuid.uuid4().hex
+        errors: list[str] = []
+        failed: Server | None = None
+        for attempt in range(1, self.config.max_attempts + 1):
+            server = self.pool.acquire(session_id, avoid=failed)
+            try:
+                # A fresh rid per attempt: a timed-out attempt may still be running under the old one.
+                payload = generate_payload(input_ids, sampling, f"{rid}-{attempt}")
+                result = await self._generate_once(server, payload)
+            finally:
+                self.pool.release(server)
+            if isinstance(result, Generation):
+                return result
+            errors.append(f"attempt {attempt} on {server.url}: {result}")
+            failed = server
+            if attempt < self.config.max_attempts:
+                await asyncio.sleep(self._backoff(attempt))
+        raise EngineError(f"/generate failed {len(errors)} times: " + "; ".join(errors)
+                          + ". Check the servers (GET /health, their logs) or the launcher's restarts.")
+
+    async def _generate_once(self, server: Server, payload: dict[str, Any]) -> Generation | str:
+        """One attempt: the Generation, or why it failed in a way worth retrying elsewhere. Failures a
+        retry cannot fix raise."""
+        try:
+            response = await self._client.post(f"{server.url}/generate", json=payload)
+        except httpx.TimeoutException as e:
+            return self._bench(server, f"timed out ({type(e).__name__})")
+        except httpx.TransportError as e:
+            return self._bench(server, f"connection failed ({type(e).__name__}: {e})")
+        if response.status_code >= 500 or response.status_code == 429:
+            return self._bench(server, f"HTTP {response.status_code}: {response.text[:300]}")
+        if response.status_code >= 400:
+            raise EngineError(f"{server.url}/generate rejected the request with HTTP {response.status_code}: "
+                              f"{response.text[:500]} (a client bug or a prompt the server cannot take)")
+        try:
+            body = response.json()
+        except ValueError as e:
+            raise ProtocolError(f"{server.url}/generate answered non-JSON: {response.text[:200]!r}") from e
+        meta = body.get("meta_info") if isinstance(body, dict) else None
+        if not isinstance(meta, dict):
+            raise ProtocolError(f"{server.url}/generate answered without meta_info: {str(body)[:200]}")
+        finish, _, message = finish_reason_of(meta)
+        if finish == "abort":
+            return f"aborted by the server ({message or 'no message'})"
+        generation, missing = parse_generation(body, server.weight_version)
+        if missing:
+            self.missing_logprobs += missing
+            log.warning("%s trimmed a stop token and its logprob; it is reported as NaN", server.url)
+        self.pool.mark_healthy(server)
+        return generation
+
+    def _bench(self, server: Server, error: str) -> str:
+        self.pool.bench(server, error)
+        log.warning("SGLang server %s benched: %s", server.url, error)
+        return error
+
+    def _backoff(self, attempt: int) -> float:
+        delay = min(self.config.max_backoff_s, self.config.backoff_s * 2 ** (attempt - 1))
+        return delay * random.uniform(0.5, 1.0)
+
+    async def update_weights(self, hf_dir: str, version: str) -> None:
+        """Pause every server, load `hf_dir` on every server, continue every server. Every server pauses
+        before any loads, so no two servers sample with different weights after the refresh; generation is
+        continued even when a load fails, and the failure is raised."""
+        await self._on_every_server("/pause_generation", {})
+        try:
+            update = {"model_path": hf_dir, "weight_version": version, "flush_cache": True}
+            await self._on_every_server("/update_weights_from_disk", update)
+        finally:
+            await self._on_every_server("/continue_generation", {})
+        for server in self.pool.servers:
+            server.weight_version = version
+
+    async def _on_every_server(self, path: str, body: dict[str, Any]) -> None:
+        results = await asyncio.gather(*(self._admin(s, path, body) for s in self.pool.servers),
+                                       return_exceptions=True)
+        failures = [str(r) for r in results if isinstance(r, BaseException)]
+        if failures:
+            raise EngineError(f"weight refresh step {path} failed on {len(failures)} of {len(results)} "
+                              f"servers: " + "; ".join(failures))
+
+    async def _admin(self, server: Server, path: str, body: dict[str, Any]) -> None:
+        url = f"{server.url}{path}"
+        try:
+            response = await self._client.post(url, json=body, timeout=self.config.admin_timeout_s)
+        except httpx.HTTPError as e:
+            raise EngineError(f"{url} unreachable ({type(e).__name__}: {e}); restart the server or drop it "
+                              f"from the URL list") from e
+        if response.status_code >= 400:
+            raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
+        if path == "/update_weights_from_disk":
+            answer = response.json()
+            if not answer.get("success"):
+                raise EngineError(f"{url} could not load {body['model_path']}: {answer.get('message')!r} (it "
+                                  f"must be an HF safetensors directory of the served architecture)")
+
+    async def health(self) -> bool:
+        """True when every server answers GET /health with 200; refreshes the servers' health marks."""
+        results = await asyncio.gather(*(self._healthy(s) for s in self.pool.servers))
+        return all(results)
+
+    async def _healthy(self, server: Server) -> bool:
+        try:
+            response = await self._client.get(f"{server.url}/health", timeout=self.config.health_timeout_s)
+        except httpx.HTTPError as e:
+            self.pool.bench(server, f"health check failed ({type(e).__name__})")
+            return False
+        if response.status_code != 200:
+            self.pool.bench(server, f"health check answered HTTP {response.status_code}")
+            return False
+        self.pool.mark_healthy(server)
+        return True
+
+    async def close(self) -> None:
+        await self._client.aclose()

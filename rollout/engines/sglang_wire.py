@@ -1,0 +1,112 @@
+"""SGLang's native /generate wire format: the request we send and the response we accept.
+
+Pure functions, so the exact bytes on the wire are testable without a server. Facts from REFERENCES.md:
+the server fills any sampling value we omit from the model's generation_config.json, so every value the
+sampler reads is sent, including the penalties our `SamplingParams` does not expose (they are off in
+training: the trainer recomputes logprobs without them).
+
+Stop tokens: with `no_stop_trim` the server keeps a matched stop token in `output_ids`. Some servers (or
+older versions) trim it anyway; the policy sampled it, so we put it back. SGLang trims only `output_ids`,
+not the logprob list, so the stop token's logprob is usually still there as one extra entry and is used.
+When a server dropped it from both, its logprob is unknown and is reported as NaN: never a made-up 0.0
+(probability 1), which would silently bias the importance ratio. Trainers must mask or recompute NaN
+behaviour logprobs; `missing_logprobs` counts them so the episode loop can report it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rollout.engine import EngineError, FinishReason, Generation, SamplingParams
+
+FINISH_REASONS: frozenset[str] = frozenset({"stop", "length", "abort"})
+
+
+class ProtocolError(EngineError):
+    """The server answered, but not in SGLang's wire format: retrying will not help."""
+
+    kind = "engine_protocol"
+
+
+def generate_payload(input_ids: Sequence[int], sampling: SamplingParams, rid: str) -> dict[str, Any]:
+    """The JSON body of POST /generate for one prompt of token ids."""
+    params: dict[str, Any] = {
+        "max_new_tokens": sampling.max_new_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "min_p": sampling.min_p,
+        "stop": [],
+        "stop_token_ids": list(sampling.stop_token_ids),
+        "ignore_eos": False,
+        "skip_special_tokens": False,
+        "no_stop_trim": True,
+        "repetition_penalty": 1.0,
+        "frequency_penalty": 0.0,
+        "presence_penalty": 0.0,
+    }
+    if sampling.seed is not None:
+        params["sampling_seed"] = sampling.seed
+    return {
+        "input_ids": [int(t) for t in input_ids],
+        "sampling_params": params,
+        "return_logprob": True,
+        "logprob_start_len": -1,
+        "rid": rid,
+        "stream": False,
+    }
+
+
+def finish_reason_of(meta: dict[str, Any]) -> tuple[FinishReason, Any, str]:
+    """(type, matched, message) of `meta_info.finish_reason`; a missing reason is a protocol error because
+    a non-streaming response always ends the request."""
+    reason = meta.get("finish_reason")
+    if not isinstance(reason, dict) or reason.get("type") not in FINISH_REASONS:
+        raise ProtocolError(f"meta_info.finish_reason must be {{type: stop|length|abort}}, got {reason!r}")
+    return reason["type"], reason.get("matched"), str(reason.get("message") or "")
+
+
+def parse_generation(body: Any, default_version: str) -> tuple[Generation, int]:
+    """Turn a /generate response into a `Generation` plus the number of logprobs the server did not send
+    (0 or 1: a trimmed stop token, see the module docstring). `default_version` is used when the server
+    does not report `meta_info.weight_version`."""
+    if not isinstance(body, dict) or not isinstance(body.get("meta_info"), dict):
+        raise ProtocolError(f"/generate response needs 'output_ids' and 'meta_info', got {str(body)[:200]}")
+    meta = body["meta_info"]
+    output_ids = body.get("output_ids")
+    entries = meta.get("output_token_logprobs")
+    if not isinstance(output_ids, list) or not isinstance(entries, list):
+        raise ProtocolError("/generate response lacks output_ids or meta_info.output_token_logprobs; "
+                            "send return_logprob=true to a server that returns token ids")
+    finish, matched, _ = finish_reason_of(meta)
+    ids = [int(t) for t in output_ids]
+    trimmed = finish == "stop" and isinstance(matched, int) and (not ids or ids[-1] != matched)
+    if trimmed:
+        ids.append(matched)  # the server trimmed the stop token the policy sampled
+    missing = 1 if trimmed and len(entries) == len(ids) - 1 else 0
+    if len(entries) + missing != len(ids):
+        raise ProtocolError(f"{len(output_ids)} output ids (finish {finish}, matched {matched!r}) but "
+                            f"{len(entries)} output_token_logprobs")
+    logprobs = [_logprob_entry(e, ids[i], i) for i, e in enumerate(entries)] + [math.nan] * missing
+    version = meta.get("weight_version")
+    generation = Generation(
+        output_ids=tuple(ids),
+        logprobs=tuple(logprobs),
+        finish_reason=finish,
+        weight_version=str(version) if version is not None else default_version,
+        prompt_tokens=int(meta.get("prompt_tokens") or 0),
+        cached_tokens=int(meta.get("cached_tokens") or 0),
+    )
+    return generation, missing
+
+
+def _logprob_entry(entry: Any, expected_id: int, position: int) -> float:
+    """One (logprob, token_id, text) triple; its token id must be the output id at the same position."""
+    if not isinstance(entry, list | tuple) or len(entry) < 2 or not isinstance(entry[0], int | float):
+        raise ProtocolError(f"output_token_logprobs[{position}] must be [logprob, token_id, text], got {entry!r}")
+    if int(entry[1]) != expected_id:
+        raise ProtocolError(f"output_token_logprobs[{position}] is for token {entry[1]}, "
+                            f"but output_ids[{position}] is {expected_id}")
+    return float(entry[0])
