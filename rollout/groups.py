@@ -1,0 +1,191 @@
+"""The group scheduler (DESIGN.md step 2-4): B tasks x G episodes, with system errors refilled and
+signal-free groups resampled.
+
+Rules, in the order they apply:
+- Episodes run concurrently across every group of a pass, at most `max_concurrency` at once.
+- A group with any system error (a trajectory without reward or with `system_error`, or the runner raising
+  one of the infrastructure errors) is re-run whole, up to `system_error_retries` times; its failed runs are
+  counted by kind and never scored. A group that still fails is given up: its task is reported in
+  `Batch.replaced_tasks` and a new task from the source takes its place. More than `max_replacements` given-up
+  tasks in one batch means the infrastructure is broken, and `SchedulingError` is raised.
+- DAPO dynamic sampling: a group whose rewards are all equal has zero advantage everywhere and is dropped;
+  new tasks are drawn for the dropped groups, at most `max_extra_rounds` times. The batch may therefore hold
+  fewer than B groups (none: the trainer skips the step and says so).
+- Tasks are drawn only between passes and results are kept in draw order, so given the same task order and
+  the same episode outcomes the batch is the same however the episodes interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Generic, TypeVar
+
+from rollout.engine import EngineError
+from rollout.trajectory import Trajectory
+
+T = TypeVar("T")
+_END = object()
+EpisodeRunner = Callable[[T, str, int], Awaitable[Trajectory]]  # (task, group_id, member_index) -> trajectory
+
+
+class SchedulingError(RuntimeError):
+    """Too many groups failed with system errors: training on what is left would be biased."""
+
+    kind = "scheduling"
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupConfig:
+    groups: int = 18  # B: informative groups wanted per step
+    group_size: int = 8  # G: episodes per task
+    max_concurrency: int = 144  # episodes in flight at once
+    system_error_retries: int = 2  # re-runs of a group hit by a system error before its task is replaced
+    max_extra_rounds: int = 4  # dynamic-sampling draws beyond the first B tasks
+    max_replacements: int | None = None  # given-up tasks tolerated per batch; None: `groups`
+
+    def __post_init__(self) -> None:
+        if self.groups < 1 or self.group_size < 2 or self.max_concurrency < 1:
+            raise ValueError(f"need groups >= 1, group_size >= 2 (GRPO compares within a group) and "
+                             f"max_concurrency >= 1, got {self}")
+
+
+@dataclasses.dataclass
+class Group(Generic[T]):
+    task: T
+    group_id: str
+    trajectories: list[Trajectory]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.trajectories if t.reward is not None]
+
+    @property
+    def informative(self) -> bool:
+        return len(set(self.rewards)) > 1
+
+
+@dataclasses.dataclass
+class GroupCounts:
+    """What it took to fill the batch (all counts are of groups unless named otherwise)."""
+
+    informative: int = 0  # groups in the batch
+    dropped_all_equal: int = 0  # dropped by dynamic sampling
+    resampled: int = 0  # tasks drawn to replace dropped groups
+    refilled: int = 0  # re-runs of groups hit by a system error
+    replaced: int = 0  # tasks given up after exhausted re-runs (replaced from the source)
+    system_errors: Counter[str] = dataclasses.field(default_factory=Counter)  # failed episodes by kind
+    tasks_drawn: int = 0
+    episodes: int = 0  # episodes run, failed ones included
+    extra_rounds: int = 0
+    source_exhausted: bool = False
+
+
+@dataclasses.dataclass
+class Batch(Generic[T]):
+    groups: list[Group[T]]  # informative groups in draw order, at most `groups`
+    counts: GroupCounts
+    replaced_tasks: list[T]
+
+
+class GroupScheduler(Generic[T]):
+    """Fills one batch per `next_batch()` call from a task iterator the caller owns (and checkpoints)."""
+
+    def __init__(self, tasks: Iterator[T], run_episode: EpisodeRunner[T], config: GroupConfig,
+                 infrastructure_errors: tuple[type[BaseException], ...] = (EngineError,)) -> None:
+        self._tasks = tasks
+        self._run_episode = run_episode
+        self.config = config
+        self._infrastructure_errors = infrastructure_errors
+        self._draws = 0  # group ids stay unique across batches
+
+    async def next_batch(self) -> Batch[T]:
+        config = self.config
+        counts = GroupCounts()
+        limit = config.groups if config.max_replacements is None else config.max_replacements
+        semaphore = asyncio.Semaphore(config.max_concurrency)
+        kept: list[Group[T]] = []
+        replaced: list[T] = []
+        pending = self._draw(config.groups, counts)
+        while pending:
+            results = await _gather([self._run_group(i, task, semaphore, counts) for i, task in pending])
+            failed = equal = 0
+            for (_, task), group in zip(pending, results, strict=True):
+                if group is None:
+                    failed += 1
+                    replaced.append(task)
+                elif group.informative:
+                    kept.append(group)
+                else:
+                    equal += 1
+            counts.replaced += failed
+            counts.dropped_all_equal += equal
+            if counts.replaced > limit:
+                raise SchedulingError(
+                    f"{counts.replaced} tasks failed {config.system_error_retries + 1} times each with system "
+                    f"errors {dict(counts.system_errors)} (limit {limit}): the engine, sandboxes or user "
+                    f"simulator are failing; fix them rather than train on what is left")
+            if equal and counts.extra_rounds < config.max_extra_rounds:
+                counts.extra_rounds += 1
+            else:
+                equal = 0
+            pending = self._draw(failed, counts) + self._draw(equal, counts)
+            counts.resampled += max(0, len(pending) - failed)
+        counts.informative = len(kept)
+        return Batch(kept, counts, replaced)
+
+    def _draw(self, n: int, counts: GroupCounts) -> list[tuple[int, T]]:
+        drawn = []
+        for _ in range(n):
+            task = next(self._tasks, _END)
+            if task is _END:
+                counts.source_exhausted = True
+                break
+            drawn.append((self._draws, task))  # type: ignore[arg-type]
+            self._draws += 1
+        counts.tasks_drawn += len(drawn)
+        return drawn
+
+    async def _run_group(self, draw: int, task: T, semaphore: asyncio.Semaphore,
+                         counts: GroupCounts) -> Group[T] | None:
+        """The group's trajectories, or None when every run hit a system error."""
+        for attempt in range(self.config.system_error_retries + 1):
+            group_id = f"g{draw}" if attempt == 0 else f"g{draw}.r{attempt}"
+            members = range(self.config.group_size)
+            results = await _gather([self._episode(task, group_id, m, semaphore) for m in members])
+            counts.episodes += len(results)
+            errors = [r for r in results if isinstance(r, str)]
+            if not errors:
+                return Group(task, group_id, [r for r in results if isinstance(r, Trajectory)])
+            counts.system_errors.update(errors)
+            if attempt < self.config.system_error_retries:
+                counts.refilled += 1
+        return None
+
+    async def _episode(self, task: T, group_id: str, member: int,
+                       semaphore: asyncio.Semaphore) -> Trajectory | str:
+        """A trajectory with a reward, or the kind of system error that voided it."""
+        async with semaphore:
+            try:
+                trajectory = await self._run_episode(task, group_id, member)
+            except self._infrastructure_errors as e:
+                return str(getattr(e, "kind", type(e).__name__))
+        if trajectory.group_id != group_id:
+            raise ValueError(f"the episode runner returned group_id {trajectory.group_id!r} for group "
+                             f"{group_id!r}; advantages are computed per group_id, so it must pass it through")
+        if trajectory.system_error is not None or trajectory.reward is None:
+            return trajectory.system_error or "missing_reward"
+        return trajectory
+
+
+async def _gather(coroutines: list[Awaitable[T]]) -> list[T]:
+    """Like asyncio.gather, but a failure cancels the siblings and is raised as itself (not a group): a bug
+    in one episode stops the batch instead of leaving episodes running unattended."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(c) for c in coroutines]
+    except BaseExceptionGroup as failures:
+        raise failures.exceptions[0] from failures
+    return [t.result() for t in tasks]
