@@ -1,0 +1,165 @@
+"""JaxEngine against the model's own full forward pass: same greedy tokens, the trainer's log-probs, and
+continuous batching / prefix reuse / weight swaps that change nothing they should not."""
+
+import asyncio
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rollout.engine import SamplingParams
+from tbjax.engine import JaxEngine
+from tbjax.models import RuntimeConfig, from_pretrained
+from tbjax.publish import publish_weights
+
+REFERENCE_SAMPLING = dict(temperature=1.0, top_k=20, top_p=0.95)  # the seed paper's rollout settings
+
+
+def prompt(seed: int, length: int) -> list[int]:
+    return [int(t) for t in np.random.default_rng(seed).integers(3, 518, size=length)]
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+async def generate_all(engine, requests):
+    return await asyncio.gather(*(engine.generate(ids, sampling) for ids, sampling in requests))
+
+
+def trainer_logprobs(model, ids: list[int], completion: tuple[int, ...], temperature: float) -> np.ndarray:
+    """What the trainer recomputes: log_softmax(logits / T) of the full sequence at the sampled tokens."""
+    logits = model(jnp.asarray([ids + list(completion)], jnp.int32))[0, len(ids) - 1:-1]
+    logprobs = jax.nn.log_softmax(logits / temperature, axis=-1)
+    return np.asarray(logprobs)[np.arange(len(completion)), list(completion)]
+
+
+@pytest.fixture(scope="module")
+def model(tiny_dir):
+    return from_pretrained(tiny_dir("qwen3"))
+
+
+@pytest.mark.parametrize("arch,scan", [("qwen3", False), ("qwen3-moe", True), ("qwen2", False)])
+def test_greedy_decoding_equals_full_forward_argmax(tiny_dir, arch, scan):
+    model = from_pretrained(tiny_dir(arch), runtime=RuntimeConfig(scan_layers=scan))
+    engine = JaxEngine(model, slots=2, max_len=128)
+    ids = prompt(0, 21)
+    result = run(engine.generate(ids, SamplingParams(max_new_tokens=12, temperature=0.0)))
+    expected, sequence = [], list(ids)
+    for _ in range(12):
+        token = int(np.asarray(model(jnp.asarray([sequence], jnp.int32)))[0, -1].argmax())
+        expected.append(token)
+        sequence.append(token)
+    assert list(result.output_ids) == expected and result.finish_reason == "length"
+    run(engine.close())
+
+
+def test_behaviour_logprobs_match_the_trainer_recomputation(model):
+    engine = JaxEngine(model, slots=4, max_len=256)
+    requests = [(prompt(i, 10 + 7 * i), SamplingParams(max_new_tokens=24, seed=i, **REFERENCE_SAMPLING))
+                for i in range(4)]
+    results = run(generate_all(engine, requests))
+    for (ids, _), result in zip(requests, results, strict=True):
+        expected = trainer_logprobs(model, ids, result.output_ids, 1.0)
+        np.testing.assert_allclose(result.logprobs, expected, atol=1e-4)
+    run(engine.close())
+
+
+def test_requests_joining_mid_decode_sample_what_they_would_alone(model):
+    """Continuous batching: a request admitted while others decode gets the tokens it gets alone."""
+    sampling = [SamplingParams(max_new_tokens=40, seed=100 + i, **REFERENCE_SAMPLING) for i in range(5)]
+    prompts = [prompt(10 + i, 5 + 9 * i) for i in range(5)]
+    alone = []
+    for ids, params in zip(prompts, sampling, strict=True):
+        engine = JaxEngine(model, slots=1, max_len=256)
+        alone.append(run(engine.generate(ids, params)).output_ids)
+        run(engine.close())
+
+    async def staggered():
+        engine = JaxEngine(model, slots=3, max_len=256)  # fewer slots than requests: some wait for a slot
+        tasks = []
+        for ids, params in zip(prompts, sampling, strict=True):
+            tasks.append(asyncio.create_task(engine.generate(ids, params)))
+            await asyncio.sleep(0.05)
+        results = await asyncio.gather(*tasks)
+        await engine.close()
+        return results
+
+    assert [r.output_ids for r in run(staggered())] == alone
+
+
+def test_multi_turn_prompts_reuse_the_cached_prefix(model):
+    async def episode():
+        engine = JaxEngine(model, slots=2, max_len=256)
+        first_prompt = prompt(3, 30)
+        first = await engine.generate(first_prompt, SamplingParams(max_new_tokens=8, temperature=0.0))
+        follow_up = first_prompt + list(first.output_ids) + prompt(4, 6)
+        second = await engine.generate(follow_up, SamplingParams(max_new_tokens=8, temperature=0.0), session_id="e")
+        fresh = JaxEngine(model, slots=1, max_len=256)
+        uncached = await fresh.generate(follow_up, SamplingParams(max_new_tokens=8, temperature=0.0))
+        await engine.close()
+        await fresh.close()
+        return first, second, uncached
+
+    first, second, uncached = run(episode())
+    assert second.cached_tokens == 30 + 8 - 1  # everything but the last sampled token was cached
+    assert uncached.cached_tokens == 0
+    assert second.output_ids == uncached.output_ids
+    np.testing.assert_allclose(second.logprobs, uncached.logprobs, atol=1e-5)
+
+
+def test_stop_tokens_end_the_generation_and_stay_in_the_output(model):
+    engine = JaxEngine(model, slots=1, max_len=128)
+    ids = prompt(5, 12)
+    free = run(engine.generate(ids, SamplingParams(max_new_tokens=10, temperature=0.0)))
+    stop = free.output_ids[3]
+    stopped = run(engine.generate(ids, SamplingParams(max_new_tokens=10, temperature=0.0, stop_token_ids=(stop,))))
+    first_stop = free.output_ids.index(stop)
+    assert stopped.output_ids == free.output_ids[:first_stop + 1] and stopped.finish_reason == "stop"
+    run(engine.close())
+
+
+def test_weight_refresh_changes_version_and_logits(tiny_dir, tmp_path, model):
+    async def refresh():
+        engine = JaxEngine(model, slots=2, max_len=128, weight_version="0")
+        ids, params = prompt(6, 16), SamplingParams(max_new_tokens=6, temperature=0.0)
+        before = await engine.generate(ids, params)
+        perturbed = from_pretrained(tiny_dir("qwen3"))
+        perturbed.lm_head[...] = perturbed.lm_head[...] * 1.5
+        await engine.update_weights(str(publish_weights(perturbed, tmp_path, 2)), "2")
+        after = await engine.generate(ids, params)
+        await engine.close()
+        return before, after, perturbed, ids
+
+    before, after, perturbed, ids = run(refresh())
+    assert (before.weight_version, after.weight_version) == ("0", "2")
+    np.testing.assert_allclose(after.logprobs, trainer_logprobs(perturbed, ids, after.output_ids, 1.0), atol=1e-4)
+    assert not np.allclose(before.logprobs, after.logprobs)
+
+
+def test_memory_release_and_resume(model):
+    async def cycle():
+        engine = JaxEngine(model, slots=1, max_len=64)
+        params = SamplingParams(max_new_tokens=4, temperature=0.0)
+        first = await engine.generate(prompt(7, 8), params)
+        await engine.release_memory()
+        assert engine.cache is None
+        await engine.resume_memory()
+        second = await engine.generate(prompt(7, 8), params)
+        await engine.close()
+        return first, second
+
+    first, second = run(cycle())
+    assert first.output_ids == second.output_ids
+
+
+def test_bad_requests_are_refused_clearly(model):
+    engine = JaxEngine(model, slots=1, max_len=32)
+    with pytest.raises(ValueError, match="does not fit the engine's max_len 32"):
+        run(engine.generate(prompt(8, 40), SamplingParams(max_new_tokens=4)))
+    with pytest.raises(ValueError, match="input_ids is empty"):
+        run(engine.generate([], SamplingParams(max_new_tokens=4)))
+    with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
+        SamplingParams(max_new_tokens=0)
+    run(engine.close())
