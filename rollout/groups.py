@@ -131,8 +131,9 @@ class GroupScheduler(Generic[T]):
                 counts.extra_rounds += 1
             else:
                 equal = 0
-            pending = self._draw(failed, counts) + self._draw(equal, counts)
-            counts.resampled += max(0, len(pending) - failed)
+            replacements, resamples = self._draw(failed, counts), self._draw(equal, counts)
+            counts.resampled += len(resamples)
+            pending = replacements + resamples
         counts.informative = len(kept)
         return Batch(kept, counts, replaced)
 

@@ -115,7 +115,7 @@ class Supervisor:
             if code is not None:
                 self._schedule_restart(server, f"exited with code {code}")
             elif not server.ready:
-                if _healthy(server.url):
+                if healthy(server.url):
                     server.ready = True
                     log.info("server %d healthy at %s", server.index, server.url)
                 elif now - server.started_at > self.config.startup_timeout_s:
@@ -147,7 +147,8 @@ def _visible_gpus(count: int) -> tuple[str, ...]:
     return tuple(visible.split(",")) if visible else tuple(str(i) for i in range(count))
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
+    """GET /health answered 200 (what SGLang answers once the model is loaded)."""
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
             return response.status == 200

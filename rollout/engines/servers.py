@@ -74,6 +74,9 @@ class ServerPool:
         server.last_error = error
         server.benched_until = self._clock() + self._cooldown_s
 
+    def benched(self, server: Server) -> bool:
+        return not server.available(self._clock())
+
     def mark_healthy(self, server: Server) -> None:
         server.benched_until = 0.0
 

@@ -85,7 +85,7 @@ class SGLangEngine:
             if isinstance(result, Generation):
                 return result
             errors.append(f"attempt {attempt} on {server.url}: {result}")
-            failed = server
+            failed = server if self.pool.benched(server) else None  # an abort may retry where its prefix is cached
             if attempt < self.config.max_attempts:
                 await asyncio.sleep(self._backoff(attempt))
         raise EngineError(f"/generate failed {len(errors)} times: " + "; ".join(errors)
@@ -159,13 +159,23 @@ class SGLangEngine:
         except httpx.HTTPError as e:
             raise EngineError(f"{url} unreachable ({type(e).__name__}: {e}); restart the server or drop it "
                               f"from the URL list") from e
-        if response.status_code >= 400:
-            raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
         if path == "/update_weights_from_disk":
+            self._check_loaded(response, url, body["model_path"])
+        elif response.status_code >= 400:
+            raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
+
+    @staticmethod
+    def _check_loaded(response: httpx.Response, url: str, model_path: str) -> None:
+        """SGLang answers {success, message}, with HTTP 400 when the load failed."""
+        try:
             answer = response.json()
-            if not answer.get("success"):
-                raise EngineError(f"{url} could not load {body['model_path']}: {answer.get('message')!r} (it "
-                                  f"must be an HF safetensors directory of the served architecture)")
+        except ValueError:
+            answer = None
+        if response.status_code < 400 and isinstance(answer, dict) and answer.get("success"):
+            return
+        message = answer.get("message") if isinstance(answer, dict) else response.text[:300]
+        raise EngineError(f"{url} could not load {model_path} (HTTP {response.status_code}): {message!r}; it must "
+                          f"be an HF safetensors directory of the served architecture, readable by the server")
 
     async def health(self) -> bool:
         """True when every server answers GET /health with 200; refreshes the servers' health marks."""

@@ -121,7 +121,8 @@ def make_app(model: StubModel) -> Starlette:
             model.paused = False
         elif path == "/update_weights_from_disk":
             if not model.update_ok:
-                return JSONResponse({"success": False, "message": f"cannot load {body['model_path']}"})
+                return JSONResponse({"success": False, "message": f"cannot load {body['model_path']}"},
+                                    status_code=400)
             model.model_path, model.weight_version = body["model_path"], body["weight_version"]
             return JSONResponse({"success": True, "message": "Succeeded to update model weights."})
         return JSONResponse({})

@@ -11,21 +11,13 @@ import urllib.request
 
 import pytest
 
-from rollout.launch_sglang import LaunchConfig, LaunchError, Supervisor, parse_args
+from rollout.launch_sglang import LaunchConfig, LaunchError, Supervisor, healthy, parse_args
 from tests.rollout.sglang_stub import command, free_port
 
 
 def model_info(url: str) -> dict:
     with urllib.request.urlopen(f"{url}/get_model_info", timeout=2) as response:
         return json.load(response)
-
-
-def is_up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def two_free_ports() -> int:
@@ -69,7 +61,7 @@ def test_starts_restarts_a_killed_server_and_stops_all():
         assert model_info(urls[0])["pid"] != infos[0]["pid"] and model_info(urls[1])["pid"] == infos[1]["pid"]
     finally:
         supervisor.stop()
-    assert not any(is_up(url) for url in urls)
+    assert not any(healthy(url) for url in urls)
     assert all(s.process.poll() is not None for s in supervisor.servers)
 
 
@@ -93,10 +85,10 @@ def test_cli_prints_urls_and_sigterm_stops_every_server():
         line = launcher.stdout.readline().strip()
         urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
         assert line == "SGLANG_URLS=" + ",".join(urls)
-        assert all(is_up(url) for url in urls)
+        assert all(healthy(url) for url in urls)
         launcher.send_signal(signal.SIGTERM)
         assert launcher.wait(timeout=20) == 0
-        assert not any(is_up(url) for url in urls)
+        assert not any(healthy(url) for url in urls)
     finally:
         launcher.kill()
         launcher.wait()
