@@ -3,6 +3,7 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jinja2.exceptions import TemplateError
 
 from tbjax.assets.tokenizer import SPECIAL_TOKENS, TAG_TOKENS, train_tokenizer
 
@@ -53,3 +54,39 @@ def test_chat_template_renders_tools_calls_responses_and_reasoning(tokenizer):
         "</tool_response><|im_end|>\n"
         "<|im_start|>assistant\nDone.<|im_end|>\n<|im_start|>assistant\n"
     )
+
+
+def test_chat_template_renders_qwen3_xml_calls_on_request(tokenizer):
+    tools = [{"type": "function", "function": {"name": "get_plan", "parameters": {"type": "object"}}}]
+    messages = [
+        {"role": "user", "content": "Change my plan."},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"type": "function", "function": {"name": "get_plan",
+                                              "arguments": {"id": "AC 7\nx", "n": 7, "ok": True, "tags": ["a"]}}},
+            {"type": "function", "function": {"name": "get_plan", "arguments": {}}}]},
+    ]
+    text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, tool_call_format="qwen3_xml")
+    assert text == (
+        "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query. The "
+        "available functions are listed in <tools></tools>, one JSON object per line:\n<tools>\n"
+        '{"name": "get_plan", "parameters": {"type": "object"}}\n</tools>\n\nTo call a function, reply with its '
+        "name and one <parameter> block per argument inside <tool_call></tool_call> tags, writing strings as they "
+        "are and any other value as JSON:\n<tool_call>\n<function=<function-name>>\n<parameter=<argument-name>>\n"
+        "<argument-value>\n</parameter>\n</function>\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\nChange my plan.<|im_end|>\n"
+        "<|im_start|>assistant\nChecking.\n<tool_call>\n<function=get_plan>\n<parameter=id>\nAC 7\nx\n</parameter>\n"
+        "<parameter=n>\n7\n</parameter>\n<parameter=ok>\ntrue\n</parameter>\n<parameter=tags>\n[\"a\"]\n"
+        "</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_plan>\n</function>\n</tool_call>"
+        "<|im_end|>\n"
+    )
+    hermes = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+    assert hermes == tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, tool_call_format="hermes")
+
+
+def test_chat_template_refuses_what_qwen3_xml_cannot_write(tokenizer):
+    call = {"type": "function", "function": {"name": "get_plan", "arguments": '{"id": 7}'}}
+    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    with pytest.raises(TemplateError, match="arguments as a mapping"):
+        tokenizer.apply_chat_template(messages, tokenize=False, tool_call_format="qwen3_xml")
+    with pytest.raises(TemplateError, match="tool_call_format must be hermes or qwen3_xml"):
+        tokenizer.apply_chat_template(messages, tokenize=False, tool_call_format="xml")
