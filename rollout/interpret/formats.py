@@ -40,33 +40,30 @@ def split_tool_calls(text: str, fmt: ToolCallFormat) -> tuple[str, list[RawCall 
     """(the text outside tool-call blocks, the blocks in order). Never raises on any text."""
     if fmt not in TOOL_CALL_FORMATS:
         raise ValueError(f"unknown tool call format {fmt!r}; use one of {TOOL_CALL_FORMATS}")
-    parse = _parse_hermes if fmt == "hermes" else _parse_xml
     outside: list[str] = []
     calls: list[RawCall | MalformedCall] = []
     pos = 0
     while (start := text.find(CALL_OPEN, pos)) != -1:
         outside.append(text[pos:start])
-        call, pos = _parse_block(text, start, parse, fmt)
+        call, pos = _parse_block(text, start, fmt)
         calls.append(call)
     outside.append(text[pos:])
     return "".join(outside), calls
 
 
-def _parse_block(text: str, start: int, parse: Callable[[str, int, int], Parsed], fmt: ToolCallFormat) -> Parsed:
+def _parse_block(text: str, start: int, fmt: ToolCallFormat) -> Parsed:
+    parse, unreadable, layout = _LAYOUTS[fmt]
     body = start + len(CALL_OPEN)
     try:
         return parse(text, start, body)
     except _Malformed as problem:
         close = text.find(CALL_CLOSE, body)
-        end = len(text) if close == -1 else close + len(CALL_CLOSE)
-        layout = HERMES_LAYOUT if fmt == "hermes" else XML_LAYOUT
         if close == -1:
-            kind: MalformedKind = "unclosed"
             detail = f"the tool call has no closing {CALL_CLOSE}; end every call with it."
-        else:
-            kind = "bad_json" if fmt == "hermes" else "bad_xml"
-            detail = f"the tool call could not be read: {problem}. Write each call as\n{layout}"
-        return MalformedCall(kind, detail, text[start:end]), end
+            return MalformedCall("unclosed", detail, text[start:]), len(text)
+        end = close + len(CALL_CLOSE)
+        detail = f"the tool call could not be read: {problem}. Write each call as\n{layout}"
+        return MalformedCall(unreadable, detail, text[start:end]), end
 
 
 def _skip_space(text: str, pos: int) -> int:
@@ -135,3 +132,9 @@ def _unwrap(value: str) -> str:
     """Drop the newline the layout puts on each side of a value (and nothing more)."""
     value = value[1:] if value.startswith("\n") else value
     return value[:-1] if value.endswith("\n") else value
+
+
+_LAYOUTS: dict[ToolCallFormat, tuple[Callable[[str, int, int], Parsed], MalformedKind, str]] = {
+    "hermes": (_parse_hermes, "bad_json", HERMES_LAYOUT),
+    "qwen3_xml": (_parse_xml, "bad_xml", XML_LAYOUT),
+}
