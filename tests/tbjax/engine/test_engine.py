@@ -161,3 +161,14 @@ def test_bad_requests_are_refused_clearly(model):
     with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
         SamplingParams(max_new_tokens=0)
     run(engine.close())
+
+
+def test_chunked_prefill_equals_one_shot_prefill(model):
+    ids, params = prompt(9, 70), SamplingParams(max_new_tokens=10, seed=5, **REFERENCE_SAMPLING)
+    chunked = JaxEngine(model, slots=1, max_len=256, prefill_chunk=16)
+    whole = JaxEngine(model, slots=1, max_len=256, prefill_chunk=256)
+    a, b = run(chunked.generate(ids, params)), run(whole.generate(ids, params))
+    assert a.output_ids == b.output_ids
+    np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    run(chunked.close())
+    run(whole.close())

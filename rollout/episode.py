@@ -1,0 +1,169 @@
+"""The episode loop: agent turn -> tool calls through the domain's MCP client -> tool results -> ... ->
+reply to the user -> user turn, until the user stops, the agent ends, max turns, the token budget or a
+wall-clock timeout. It returns the Trajectory (exactly the sampled tokens, their behaviour log-probs, the
+loss mask) and the Verdict.
+
+Failures of the engine, the user simulator, the judge or the tool server are system errors carried on the
+trajectory (reward None, never 0); the agent's bad output never is: a malformed call goes back to the agent
+as a tool error. The agent ends an episode by emitting end-of-text instead of end-of-turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from envs import EnvironmentSession, EnvSystemError, Task, Verdict, open_session
+from rollout.engine import Engine, EngineError, SamplingParams
+from rollout.interpret import Interpreter, TokenSequence, ToolCall, ToolCatalog, malformed_message, tool_message
+from rollout.trajectory import Termination, Trajectory
+
+SessionOpener = Callable[[Task], Awaitable[EnvironmentSession]]
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeConfig:
+    """Defaults are the seed run's: 8192 tokens per turn within a ~106k-token episode, T=1, top-k 20, top-p 0.95."""
+
+    max_turns: int = 40  # agent turns
+    max_tokens_per_turn: int = 8192
+    token_budget: int = 106_000  # the whole episode, prompt included
+    timeout_s: float = 1800.0
+    temperature: float = 1.0
+    top_k: int = 20
+    top_p: float = 0.95
+    min_p: float = 0.0
+
+
+@dataclasses.dataclass
+class EpisodeResult:
+    trajectory: Trajectory
+    verdict: Verdict | None  # None when a system error voided the episode
+
+
+class _SystemError(Exception):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    async def measure(self, phase: str, awaitable: Awaitable[Any], failure_kind: str) -> Any:
+        """Awaits `awaitable`, adding its time to `phase`; infrastructure exceptions become system errors."""
+        start = time.perf_counter()
+        try:
+            return await awaitable
+        except (EngineError, EnvSystemError) as error:
+            raise _SystemError(getattr(error, "kind", failure_kind), str(error)) from error
+        except (OSError, RuntimeError) as error:  # a dead tool server or client connection
+            raise _SystemError(failure_kind, repr(error)) from error
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
+
+
+class Episode:
+    """One episode's state; `run` drives it. Kept as an object so the loop reads as the protocol it is."""
+
+    def __init__(self, task: Task, group_id: str, engine: Engine, interpreter: Interpreter,
+                 config: EpisodeConfig, session_id: str):
+        self.task, self.group_id, self.engine, self.interp, self.config = task, group_id, engine, interpreter, config
+        self.session_id = session_id
+        self.sequence = TokenSequence()
+        self.versions: list[str] = []
+        self.turns = self.malformed = self.prompt_tokens = 0
+        self.last_reply: str | None = None
+        self.timer = _Timer()
+
+    def _sampling(self, max_new_tokens: int) -> SamplingParams:
+        c = self.config
+        return SamplingParams(max_new_tokens=max_new_tokens, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p,
+                              min_p=c.min_p, stop_token_ids=tuple(self.interp.stop_token_ids))
+
+    async def _conversation(self, session: EnvironmentSession) -> Termination:
+        tools = ToolCatalog(session.tool_schemas)
+        opening = {"role": "user", "content": session.opening()}
+        self.sequence.add_context(self.interp.first_prompt([*session.system_messages, opening], tools))
+        self.prompt_tokens = len(self.sequence.token_ids)
+        while True:
+            if self.turns >= self.config.max_turns:
+                return "max_turns"
+            remaining = self.config.token_budget - len(self.sequence.token_ids)
+            if remaining <= 0:
+                return "token_budget"
+            cap = min(self.config.max_tokens_per_turn, remaining)
+            generation = await self.timer.measure("engine", self.engine.generate(
+                self.sequence.token_ids, self._sampling(cap), session_id=self.session_id), "engine")
+            self.sequence.add_sampled(generation.output_ids, generation.logprobs)
+            self.versions.append(generation.weight_version)
+            self.turns += 1
+            turn = self.interp.interpret(generation.output_ids, tools)
+            self.malformed += len(turn.malformed)
+            if turn.truncated and cap == remaining:
+                return "token_budget"
+            if generation.output_ids and generation.output_ids[-1] != self.interp.end_of_turn_id \
+                    and not turn.truncated:
+                self.last_reply = turn.visible
+                return "agent_done"  # end-of-text: the agent closed the conversation
+            if turn.calls and not turn.truncated:
+                replies = [await self._tool_reply(session, call) for call in turn.calls]
+            else:
+                self.last_reply = turn.visible
+                user = await self.timer.measure("user", session.user_reply(turn.visible), "user_simulator")
+                if user.done:
+                    return "user_done"
+                replies = [{"role": "user", "content": user.text}]
+            self.sequence.add_context(self.interp.continuation(generation.output_ids, replies))
+
+    async def _tool_reply(self, session: EnvironmentSession, call: Any) -> dict[str, str]:
+        if isinstance(call, ToolCall):
+            result = await self.timer.measure("tools", session.call_tool(call.name, call.arguments), "tool_server")
+            return tool_message(result)
+        return malformed_message(call)
+
+    def _trajectory(self, termination: Termination, reward: float | None, error: str | None) -> Trajectory:
+        sampled = sum(self.sequence.loss_mask)
+        return Trajectory(
+            task_id=self.task.id, group_id=self.group_id, token_ids=list(self.sequence.token_ids),
+            loss_mask=list(self.sequence.loss_mask), logprobs=list(self.sequence.logprobs),
+            weight_versions=self.versions, reward=reward, termination=termination, system_error=error,
+            prompt_tokens=self.prompt_tokens, completion_tokens=sampled, turns=self.turns,
+            malformed_tool_calls=self.malformed, timings=dict(self.timer.seconds))
+
+    async def run(self, opener: SessionOpener) -> EpisodeResult:
+        start = time.perf_counter()
+        try:
+            session = await self.timer.measure("open", opener(self.task), "environment")
+        except _SystemError as error:
+            return EpisodeResult(self._trajectory("system_error", None, error.kind), None)
+        failure: _SystemError | None = None
+        termination: Termination = "system_error"
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                termination = await self._conversation(session)
+        except TimeoutError:
+            termination = "timeout"
+        except _SystemError as error:
+            failure = error
+        try:
+            verdict = await self.timer.measure("grade", session.close(final_reply=self.last_reply), "grader")
+        except _SystemError as error:
+            failure, verdict = failure or error, None
+        self.timer.seconds["total"] = time.perf_counter() - start
+        if failure is not None or verdict is None or verdict.system_error:
+            kind = failure.kind if failure else (verdict.system_error if verdict else "grader")
+            return EpisodeResult(self._trajectory("system_error", None, kind), None)
+        return EpisodeResult(self._trajectory(termination, verdict.reward, None), verdict)
+
+
+async def run_episode(task: Task, engine: Engine, interpreter: Interpreter, *, group_id: str,
+                      config: EpisodeConfig = EpisodeConfig(), opener: SessionOpener = open_session,
+                      session_id: str | None = None) -> EpisodeResult:
+    """Runs one episode of `task`; `opener` opens its environment session (built-in domains by default)."""
+    episode = Episode(task, group_id, engine, interpreter, config, session_id or f"{group_id}/{id(task)}")
+    return await episode.run(opener)
