@@ -7,6 +7,8 @@ as special (dropped by `skip_special_tokens`) and the tool/think tags as ordinar
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,8 +29,23 @@ BASE_CORPUS = (
 )
 
 
-def train_tokenizer(texts: Iterable[str] = BASE_CORPUS, vocab_size: int = 512) -> PreTrainedTokenizerFast:
-    """Byte-level BPE over `texts` (every byte is representable, so no text is ever unknown)."""
+@functools.cache
+def domain_corpus() -> tuple[str, ...]:
+    """The built-in domains' policies and tool schemas: what tiny policies read most, so a BPE trained on it
+    keeps their prompts about as short as Qwen's 151k vocabulary does."""
+    from envs import builtin_domains
+    from envs.session import openai_tool_schemas
+
+    texts = []
+    for domain in builtin_domains().values():
+        texts += [domain.system_prompt(), json.dumps(openai_tool_schemas(domain))]
+    return tuple(texts)
+
+
+def train_tokenizer(texts: Iterable[str] | None = None, vocab_size: int = 4096) -> PreTrainedTokenizerFast:
+    """Byte-level BPE over `texts` (default: a base corpus plus the built-in domains' text); every byte is
+    representable, so no text is ever unknown. A small corpus stops below `vocab_size`."""
+    texts = list(BASE_CORPUS) + list(domain_corpus()) if texts is None else list(texts)
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
@@ -39,7 +56,7 @@ def train_tokenizer(texts: Iterable[str] = BASE_CORPUS, vocab_size: int = 512) -
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(list(texts), trainer)
+    bpe.train_from_iterator(texts, trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         eos_token="<|im_end|>",
