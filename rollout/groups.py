@@ -45,6 +45,7 @@ class GroupConfig:
     system_error_retries: int = 2  # re-runs of a group hit by a system error before its task is replaced
     max_extra_rounds: int = 4  # dynamic-sampling draws beyond the first B tasks
     max_replacements: int | None = None  # given-up tasks tolerated per batch; None: `groups`
+    refill_delay_s: float = 0.0  # wait before a re-run (doubling each time): a restarting server needs it
 
     def __post_init__(self) -> None:
         if self.groups < 1 or self.group_size < 2 or self.max_concurrency < 1:
@@ -153,6 +154,8 @@ class GroupScheduler(Generic[T]):
                          counts: GroupCounts) -> Group[T] | None:
         """The group's trajectories, or None when every run hit a system error."""
         for attempt in range(self.config.system_error_retries + 1):
+            if attempt:
+                await asyncio.sleep(self.config.refill_delay_s * 2 ** (attempt - 1))
             group_id = f"g{draw}" if attempt == 0 else f"g{draw}.r{attempt}"
             members = range(self.config.group_size)
             results = await _gather([self._episode(task, group_id, m, semaphore) for m in members])

@@ -138,7 +138,8 @@ def build_app(engine: JaxEngine, model_dir: Path) -> Starlette:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tbjax.serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, type=Path, help="HF model directory")
+    parser.add_argument("--model", "--model-path", dest="model", required=True, type=Path, help="HF model directory")
+    parser.add_argument("--tp", type=int, default=1, help="tensor parallel size (SGLang's flag); one device here")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--slots", type=int, default=8, help="concurrent sequences (KV cache rows)")
@@ -146,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--weight-version", default="0")
     args = parser.parse_args(argv)
+    if args.tp != 1:
+        parser.error(f"--tp {args.tp}: tbjax.serve runs each server on one device; start several servers instead")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from tbjax.models import from_pretrained
 
