@@ -1,0 +1,137 @@
+"""`python -m rollout.compare A.jsonl B.jsonl --out DIR`: two campaigns side by side (e.g. base vs trained).
+
+Why: a gain in pass@1 can hide lost tasks, and over a few hundred tasks a few points may be noise. So every
+score's delta (b - a) comes with a paired bootstrap interval over the tasks both campaigns ran, and the tasks
+gained and lost are listed: at k/k (every trial passed in one campaign, not in the other) and at pass@k (some
+trial passed in one, none in the other), overall and per domain.
+
+DIR/compare.json: `a`, `b` (summaries as in summary.json), `delta` (b - a, same keys; null where either side
+is null), `ci` (95% bootstrap intervals of the score deltas, same keys as the scores; tokens and cost have
+deltas but no interval), `gained`, `lost`. DIR/compare.md: the headline table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rollout.evaluation.prices import PriceTable, load_prices
+from rollout.evaluation.summary import campaign_k, summarize
+from rollout.metrics import TaskCounts, paired_bootstrap_ci, per_task_scores, reported_ks
+from rollout.records import TrialRecord, atomic_write, canonical_json, read_records, task_counts
+
+log = logging.getLogger("rollout.compare")
+
+
+def delta(a: Any, b: Any) -> Any:
+    """b - a on every numeric leaf present in both (dicts by key); null where either is null or missing."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {key: delta(a.get(key), b.get(key)) for key in sorted(set(a) | set(b))}
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return b - a
+    return None
+
+
+def _paired(a: Sequence[TaskCounts], b: Sequence[TaskCounts]) -> tuple[list[TaskCounts], list[TaskCounts]]:
+    """The tasks both campaigns scored, in the same order."""
+    by_id = {t.task_id: t for t in b if t.n > 0}
+    common = [t for t in a if t.n > 0 and t.task_id in by_id]
+    return common, [by_id[t.task_id] for t in common]
+
+
+def score_intervals(a: Sequence[TaskCounts], b: Sequence[TaskCounts], ks: Sequence[int], *, resamples: int,
+                    seed: int) -> dict[str, Any]:
+    """Bootstrap intervals of the score deltas, keyed like the summary's scores."""
+    pa, pb = _paired(a, b)
+    ta, tb = per_task_scores(pa, ks), per_task_scores(pb, ks)
+
+    def ci(name: str) -> list[float] | None:
+        interval = paired_bootstrap_ci(ta, tb, name, resamples=resamples, seed=seed)
+        return None if interval is None else list(interval)
+
+    return {"tasks": len(pa), "pass@1": ci("pass@1"), "pass@k": {str(k): ci(f"pass@k/{k}") for k in ks},
+            "pass^k": {conv: {str(k): ci(f"pass^k/{conv}/{k}") for k in ks} for conv in ("combinatorial", "plugin")},
+            "observed_k_of_k": {"count": ci("observed_k_of_k/count"), "share": ci("observed_k_of_k/share")}}
+
+
+def _changes(a: Sequence[TaskCounts], b: Sequence[TaskCounts]) -> tuple[dict[str, Any], dict[str, Any]]:
+    pa, pb = _paired(a, b)
+    gained: dict[str, Any] = {"k_of_k": [], "pass_at_k": []}
+    lost: dict[str, Any] = {"k_of_k": [], "pass_at_k": []}
+    for x, y in zip(pa, pb, strict=True):
+        for key, before, after in (("k_of_k", x.c == x.n, y.c == y.n), ("pass_at_k", x.c > 0, y.c > 0)):
+            if after and not before:
+                gained[key].append(x.task_id)
+            elif before and not after:
+                lost[key].append(x.task_id)
+    return gained, lost
+
+
+def compare(a: Sequence[TrialRecord], b: Sequence[TrialRecord], *, prices: PriceTable | None = None,
+            resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """compare.json's content for campaigns `a` and `b` (their trial records)."""
+    sa, sb = summarize(a, prices), summarize(b, prices)
+    ks = reported_ks(min(campaign_k(a), campaign_k(b)))
+    ca, cb = task_counts(a), task_counts(b)
+    gained, lost = _changes(ca, cb)
+    result = {"a": sa, "b": sb, "delta": delta(sa, sb),
+              "ci": score_intervals(ca, cb, ks, resamples=resamples, seed=seed), "gained": gained, "lost": lost}
+    result["ci"]["domains"], gained["domains"], lost["domains"] = {}, {}, {}
+    for domain in sorted(set(sa["domains"]) & set(sb["domains"])):
+        da, db = [t for t in ca if t.domain == domain], [t for t in cb if t.domain == domain]
+        result["ci"]["domains"][domain] = score_intervals(da, db, ks, resamples=resamples, seed=seed)
+        gained["domains"][domain], lost["domains"][domain] = _changes(da, db)
+    return result
+
+
+def markdown(result: dict[str, Any], names: tuple[str, str]) -> str:
+    a, b, d, ci = result["a"], result["b"], result["delta"], result["ci"]
+
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.4f}"
+
+    def row(label: str, x: Any, y: Any, dx: Any, interval: Any) -> str:
+        span = "n/a" if interval is None else f"[{interval[0]:+.4f}, {interval[1]:+.4f}]"
+        return f"| {label} | {fmt(x)} | {fmt(y)} | {fmt(dx)} | {span} |"
+
+    lines = [f"# {names[1]} vs {names[0]}", "", f"Paired over {ci['tasks']} tasks scored in both.", "",
+             "| score | a | b | b - a | 95% bootstrap |", "|---|---|---|---|---|",
+             row("pass@1", a["pass@1"], b["pass@1"], d["pass@1"], ci["pass@1"])]
+    for key, interval in ci["pass@k"].items():
+        lines.append(row(f"pass@{key}", a["pass@k"].get(key), b["pass@k"].get(key), d["pass@k"].get(key), interval))
+    lines.append(row("observed k/k share", a["observed_k_of_k"]["share"], b["observed_k_of_k"]["share"],
+                     d["observed_k_of_k"]["share"], ci["observed_k_of_k"]["share"]))
+    lines += ["", f"Gained at k/k: {len(result['gained']['k_of_k'])}, lost: {len(result['lost']['k_of_k'])}; "
+              f"gained at pass@k: {len(result['gained']['pass_at_k'])}, lost: {len(result['lost']['pass_at_k'])}.",
+              ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    p = argparse.ArgumentParser(prog="python -m rollout.compare", description=__doc__.split("\n")[0])
+    p.add_argument("a", type=Path, help="trial records of campaign A (e.g. the base policy)")
+    p.add_argument("b", type=Path, help="trial records of campaign B (e.g. the trained policy)")
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--prices", type=Path, help="price table YAML (default rollout/prices.yaml)")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (same seed, same intervals)")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        result = compare(read_records(args.a), read_records(args.b), prices=load_prices(args.prices),
+                         resamples=args.resamples, seed=args.seed)
+    except ValueError as error:
+        log.error("%s", error)
+        return 2
+    atomic_write(args.out / "compare.json", canonical_json(result))
+    atomic_write(args.out / "compare.md", markdown(result, (args.a.name, args.b.name)))
+    log.info("pass@1 %s -> %s; written to %s", result["a"]["pass@1"], result["b"]["pass@1"], args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""`python -m rollout.evaluate`: k trials per task against an engine, then reliability, cost and a report.
+
+    python -m rollout.evaluate --engine embedded --model DIR --out runs/eval [--k 20] [--resume]
+    python -m rollout.evaluate --engine sglang --url http://h:30000 --tokenizer DIR --out runs/eval
+    python -m rollout.evaluate --engine openai --base-url URL --model NAME --api-key-env VAR --out runs/eval
+    python -m rollout.evaluate --from-trials runs/eval/trials.jsonl --out runs/eval2   # recompute only
+
+Why k trials: one run per task measures pass@1 but not reliability; the share of tasks solved in every one of
+k trials (observed k/k) and pass^k are what a deployment cares about. Output under --out: trials.jsonl (one
+record per trial, appended as trials end; --resume continues it without redoing finished trials),
+summary.json (public keys, see rollout/evaluation/summary.py), tasks.jsonl (per-task counts and Jeffreys
+intervals), report.md, domains.png and successes.png.
+
+Library use (the trainer passes its in-process engine; this package never imports tbjax)::
+
+    runner = token_trial_runner(engine, interpreter, model="policy-v50", config=EpisodeConfig(...))
+    summary = await evaluate(tasks, runner, out=Path("runs/eval"), k=20)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envs import Task, load_tasks, read_jsonl
+from rollout.evaluation.engines import add_engine_flags, trial_runner_from_flags
+from rollout.evaluation.prices import PriceTable, load_prices
+from rollout.evaluation.report import markdown_report, write_plots
+from rollout.evaluation.runner import TrialRunner, run_trials
+from rollout.evaluation.summary import summarize, task_rows
+from rollout.records import TrialLog, TrialRecord, atomic_write, canonical_json, read_records
+
+log = logging.getLogger("rollout.evaluate")
+TRIALS_FILE = "trials.jsonl"
+
+
+def write_reports(records: Sequence[TrialRecord], out: str | Path, *, prices: PriceTable | None = None,
+                  k: int | None = None, title: str = "Evaluation") -> dict[str, Any]:
+    """summary.json, tasks.jsonl, report.md and the plots for `records`, written atomically; returns the
+    summary."""
+    out = Path(out)
+    summary = summarize(records, prices, k)
+    rows = task_rows(records)
+    atomic_write(out / "summary.json", canonical_json(summary))
+    atomic_write(out / "tasks.jsonl", "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
+    atomic_write(out / "report.md", markdown_report(summary, rows, title))
+    write_plots(out, summary, rows)
+    return summary
+
+
+async def evaluate(tasks: Sequence[Task], runner: TrialRunner, *, out: str | Path, k: int = 20, resume: bool = False,
+                   concurrency: int = 32, prices: PriceTable | None = None, title: str | None = None
+                   ) -> dict[str, Any]:
+    """Runs trials 0..k-1 of every task (skipping those already in out/trials.jsonl when `resume`), then
+    writes the reports over exactly these tasks and trials; returns summary.json's content."""
+    out = Path(out)
+    if len({t.id for t in tasks}) != len(tasks):
+        raise ValueError("the task list holds a task id twice; each task is evaluated once with k trials")
+    with TrialLog(out / TRIALS_FILE, resume=resume) as trial_log:
+        await run_trials(tasks, k, runner, trial_log, concurrency=concurrency)
+    wanted = {(t.id, trial) for t in tasks for trial in range(k)}
+    records = [r for r in read_records(out / TRIALS_FILE) if r.key in wanted]
+    models = sorted({r.model for r in records})
+    return write_reports(records, out, prices=prices, k=k, title=title or f"Evaluation of {', '.join(models)}")
+
+
+def select_tasks(args: argparse.Namespace) -> list[Task]:
+    if args.tasks:
+        tasks = read_jsonl(args.tasks)
+    else:
+        domains = args.domain or [None]
+        tasks = [t for d in domains for t in load_tasks(domain=d, split=args.split)]
+    if args.limit is not None:
+        tasks = tasks[:args.limit]
+    if not tasks:
+        raise SystemExit("no tasks to evaluate; check --domain/--split/--tasks/--limit")
+    return tasks
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m rollout.evaluate", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path, help="output directory")
+    p.add_argument("--k", type=int, default=20, help="trials per task")
+    p.add_argument("--concurrency", type=int, default=32, help="trials in flight at once")
+    p.add_argument("--resume", action="store_true", help="continue out/trials.jsonl, skipping recorded trials")
+    p.add_argument("--from-trials", type=Path, help="no episodes: recompute the reports from these records")
+    p.add_argument("--prices", type=Path, help="price table YAML (default rollout/prices.yaml)")
+    p.add_argument("--domain", action="append", help="built-in domain(s) (default: all)")
+    p.add_argument("--split", default="heldout", help="train or heldout (default heldout)")
+    p.add_argument("--tasks", type=Path, help="a JSONL file of tasks instead of the built-in domains")
+    p.add_argument("--limit", type=int, help="only the first N tasks")
+    p.add_argument("--title", help="report title")
+    add_engine_flags(p)
+    return p.parse_args(argv)
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    prices = load_prices(args.prices)
+    if args.from_trials:
+        return write_reports(read_records(args.from_trials), args.out, prices=prices,
+                             title=args.title or f"Evaluation from {args.from_trials.name}")
+    tasks = select_tasks(args)
+    async with trial_runner_from_flags(args) as runner:
+        return await evaluate(tasks, runner, out=args.out, k=args.k, resume=args.resume,
+                              concurrency=args.concurrency, prices=prices, title=args.title)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        summary = asyncio.run(_run(args))
+    except (FileExistsError, ValueError) as error:
+        log.error("%s", error)
+        return 2
+    log.info("pass@1 %s over %d tasks, %d scored trials, %d system errors; reports in %s", summary["pass@1"],
+             summary["tasks"], summary["trials"], summary["system_errors"]["total"], args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""A chat-level episode for API models (OpenAI-compatible function calling), for evaluation only.
+
+An API model gives no token ids or log-probs, so it cannot use the token-level episode loop; this loop works
+on messages instead: the environment's system messages and the user's opening, then per agent turn one
+`/chat/completions` call with the tools; `tool_calls` run through the session's MCP client (arguments checked
+against the tool schemas like ours, bad ones answered as tool errors), plain text goes to the simulated user.
+There is no end-of-text token in a chat API, so the episode ends when the user stops, at max_turns or when the
+API's reported prompt exceeds the token budget. Usage comes from the API's `usage` (cached and reasoning
+tokens from its `*_details` when reported). Endpoint failures after retries are system errors, never
+failures of the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from envs import EnvSystemError, Task, open_session
+from rollout.episode import EpisodeConfig, SessionOpener
+from rollout.evaluation.runner import TrialRunner, verdict_lines
+from rollout.interpret import ToolCall, ToolCatalog, malformed_message, tool_message
+from rollout.interpret.calls import RawCall
+from rollout.records import TrialRecord, Usage
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatAgentConfig:
+    base_url: str  # e.g. https://api.example.com/v1 (/chat/completions is appended)
+    model: str
+    api_key_env: str | None = None  # NAME of the environment variable holding the key
+    episode: EpisodeConfig = EpisodeConfig()
+    timeout_s: float = 300.0
+    max_retries: int = 3
+    backoff_s: float = 1.0  # first retry delay; doubles each retry
+
+
+class AgentEndpointError(EnvSystemError):
+    """The agent's API failed after all retries (or answered something unusable): a system error."""
+
+    kind = "agent_endpoint"
+
+
+class ChatAgent:
+    """The API model behind an OpenAI-compatible /chat/completions, called with the session's tools."""
+
+    def __init__(self, config: ChatAgentConfig, api_key: str | None = None) -> None:
+        self.config = config
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(timeout=config.timeout_s, headers=headers)
+
+    @classmethod
+    def from_config(cls, config: ChatAgentConfig, environ: Mapping[str, str] = os.environ) -> ChatAgent:
+        key = environ.get(config.api_key_env) if config.api_key_env else None
+        if config.api_key_env and not key:
+            raise SystemExit(f"environment variable {config.api_key_env} (--api-key-env) is not set; export it, "
+                             "or leave out --api-key-env for an endpoint without a key")
+        return cls(config, key)
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        """One completion: the whole response body. Connection errors, timeouts, 429 and 5xx are retried
+        with exponential backoff; what still fails raises AgentEndpointError."""
+        c = self.config
+        body = {"model": c.model, "messages": messages, "tools": tools, "temperature": c.episode.temperature,
+                "top_p": c.episode.top_p, "max_tokens": c.episode.max_tokens_per_turn}
+        url = c.base_url.rstrip("/") + "/chat/completions"
+        error = "no attempt"
+        for attempt in range(c.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(c.backoff_s * 2 ** (attempt - 1))
+            try:
+                response = await self._http.post(url, json=body)
+            except httpx.TransportError as exc:  # timeouts included
+                error = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code == 429 or response.status_code >= 500:
+                error = f"HTTP {response.status_code}: {response.text[:200]}"
+                continue
+            if response.status_code != 200:
+                raise AgentEndpointError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
+            try:
+                answer = response.json()
+                if not isinstance(answer["choices"][0]["message"], dict):
+                    raise TypeError("message is not an object")
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                raise AgentEndpointError(f"{url} answered without choices[0].message: {response.text[:200]}") \
+                    from exc
+            return answer
+        raise AgentEndpointError(f"{url} failed on {c.max_retries + 1} attempts, last: {error}")
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def _add_usage(usage: Usage, reported: dict[str, Any] | None) -> None:
+    reported = reported or {}
+    usage.prompt_tokens += int(reported.get("prompt_tokens") or 0)
+    usage.completion_tokens += int(reported.get("completion_tokens") or 0)
+    usage.cached_tokens += int((reported.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    usage.reasoning_tokens += int((reported.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
+
+
+def _raw_call(call: dict[str, Any]) -> RawCall:
+    function = call.get("function") or {}
+    text = function.get("arguments") or "{}"
+    try:
+        arguments = json.loads(text) if isinstance(text, str) else text
+    except json.JSONDecodeError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        arguments = {"__unparseable__": text}  # fails the schema, so the agent is told to fix its arguments
+    return RawCall(str(function.get("name")), arguments, False, json.dumps(call, ensure_ascii=False))
+
+
+async def _conversation(session: Any, agent: ChatAgent, usage: Usage,
+                        state: dict[str, Any]) -> str:
+    """Runs the episode; returns its termination and keeps the agent's last text reply in `state`."""
+    config = agent.config
+    catalog = ToolCatalog(session.tool_schemas)
+    messages: list[dict[str, Any]] = [*session.system_messages, {"role": "user", "content": session.opening()}]
+    while True:
+        if state["turns"] >= config.episode.max_turns:
+            return "max_turns"
+        answer = await agent.complete(messages, session.tool_schemas)
+        state["turns"] += 1
+        _add_usage(usage, answer.get("usage"))
+        message = answer["choices"][0]["message"]
+        calls = message.get("tool_calls") or []
+        messages.append({"role": "assistant", "content": message.get("content") or "",
+                         **({"tool_calls": calls} if calls else {})})
+        if (answer.get("usage") or {}).get("prompt_tokens", 0) >= config.episode.token_budget:
+            return "token_budget"
+        if calls:
+            for call in calls:
+                resolved = catalog.resolve(_raw_call(call))
+                reply = tool_message(await session.call_tool(resolved.name, resolved.arguments)) \
+                    if isinstance(resolved, ToolCall) else malformed_message(resolved)
+                messages.append({**reply, "tool_call_id": call.get("id", "")})
+            continue
+        state["last_reply"] = message.get("content") or ""
+        user = await session.user_reply(state["last_reply"])
+        if user.done:
+            return "user_done"
+        messages.append({"role": "user", "content": user.text})
+
+
+def chat_trial_runner(agent: ChatAgent, *, opener: SessionOpener | None = None,
+                      model_name: str | None = None) -> TrialRunner:
+    """Trials of the API model behind `agent`, recorded as `model_name` (default: the API's model name)."""
+    config, open_ = agent.config, opener or open_session
+
+    async def trial(task: Task, index: int) -> TrialRecord:
+        start, usage, state = time.perf_counter(), Usage(), {"turns": 0, "last_reply": None}
+        error: str | None = None
+        verdict = None
+        termination = "system_error"
+        try:
+            session = await open_(task)
+        except (EnvSystemError, OSError) as exc:
+            error = getattr(exc, "kind", "environment")
+        else:
+            try:
+                async with asyncio.timeout(config.episode.timeout_s):
+                    termination = await _conversation(session, agent, usage, state)
+            except TimeoutError:
+                termination = "timeout"
+            except (EnvSystemError, OSError, RuntimeError) as exc:
+                error = getattr(exc, "kind", "tool_server")
+            try:
+                verdict = await session.close(final_reply=state["last_reply"])
+            except (EnvSystemError, OSError, RuntimeError) as exc:
+                error = error or getattr(exc, "kind", "grader")
+            if verdict is not None and verdict.system_error:
+                error = error or verdict.system_error
+        scored = error is None and verdict is not None
+        return TrialRecord(
+            task_id=task.id, domain=task.domain, trial=index, passed=bool(verdict.passed) if scored else None,
+            system_error=None if scored else (error or "grader"), termination=termination if scored else "system_error",
+            turns=state["turns"], usage=usage, model=model_name or config.model, weight_version=None,
+            seconds=round(time.perf_counter() - start, 3), diff=verdict_lines(verdict) if scored else [])
+
+    return trial

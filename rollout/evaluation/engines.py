@@ -1,0 +1,129 @@
+"""Engines chosen by command-line flags, shared by `rollout.evaluate` and `rollout.select`.
+
+    --engine sglang   --url U [--url U2 ...] --tokenizer DIR      running SGLang (or tbjax.serve) servers
+    --engine embedded --model DIR                                  starts `python -m tbjax.serve` servers
+    --engine openai   --base-url URL --model NAME --api-key-env VAR  an API model, chat level
+
+The embedded engine is started as server processes through `rollout.launch_sglang`'s Supervisor, so this
+package never imports tbjax (the trainer passes its in-process JaxEngine to the library instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shlex
+import socket
+import sys
+from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
+
+from envs import open_session
+from envs.chat_endpoint import ChatClient, ChatEndpointConfig
+from envs.users.llm import LlmUser
+from rollout.episode import EpisodeConfig, SessionOpener
+from rollout.evaluation.chat import ChatAgent, ChatAgentConfig, chat_trial_runner
+from rollout.evaluation.runner import TrialRunner, token_trial_runner
+from rollout.interpret import Interpreter
+from rollout.launch_sglang import LaunchConfig, Supervisor
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("engine")
+    group.add_argument("--engine", choices=["embedded", "sglang", "openai"], help="who plays the agent")
+    group.add_argument("--model", help="embedded: HF model directory; openai: the API's model name")
+    group.add_argument("--url", action="append", default=[], help="sglang: a server URL (repeat for several)")
+    group.add_argument("--tokenizer", help="sglang: directory with the policy's tokenizer and chat template")
+    group.add_argument("--tool-call-format", default="hermes", choices=["hermes", "qwen3_xml"])
+    group.add_argument("--servers", type=int, default=1, help="embedded: server processes to start")
+    group.add_argument("--server-args", default="--slots 8 --max-len 4096",
+                       help="embedded: extra flags for each `python -m tbjax.serve`")
+    group.add_argument("--base-url", help="openai: e.g. https://api.example.com/v1")
+    group.add_argument("--api-key-env", help="openai: NAME of the environment variable holding the API key")
+    group.add_argument("--model-name", help="name recorded in the trial records (default from the engine flags)")
+    episode = parser.add_argument_group("episode")
+    for name, default in vars(EpisodeConfig()).items():
+        episode.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+    user = parser.add_argument_group("simulated user (default: the scripted user)")
+    user.add_argument("--user-base-url", help="an OpenAI-compatible endpoint playing the user")
+    user.add_argument("--user-model")
+    user.add_argument("--user-api-key-env")
+    user.add_argument("--user-temperature", type=float, default=0.3)
+
+
+def episode_config(args: argparse.Namespace) -> EpisodeConfig:
+    return EpisodeConfig(**{name: getattr(args, name) for name in vars(EpisodeConfig())})
+
+
+def session_opener(args: argparse.Namespace) -> SessionOpener | None:
+    """The LLM user when --user-base-url is given, else None (the episode's default: scripted user)."""
+    if not args.user_base_url:
+        return None
+    if not args.user_model:
+        raise SystemExit("--user-base-url needs --user-model (the user simulator's model name)")
+    client = ChatClient.from_config(ChatEndpointConfig(base_url=args.user_base_url, model=args.user_model,
+                                                       api_key_env=args.user_api_key_env))
+    return partial(open_session, user=lambda scenario: LlmUser(scenario, client, args.user_temperature))
+
+
+def model_name(args: argparse.Namespace) -> str:
+    if args.model_name:
+        return args.model_name
+    if args.engine == "embedded":
+        return Path(args.model).name
+    if args.engine == "sglang":
+        return Path(args.tokenizer).name
+    return args.model
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.asynccontextmanager
+async def trial_runner_from_flags(args: argparse.Namespace) -> AsyncIterator[TrialRunner]:
+    """The trial runner the flags describe; servers and clients it starts are stopped on exit."""
+    from rollout.engines.sglang import SGLangEngine
+
+    config, opener, name = episode_config(args), session_opener(args), model_name(args)
+    if args.engine == "openai":
+        if not (args.base_url and args.model):
+            raise SystemExit("--engine openai needs --base-url and --model (and --api-key-env if it needs a key)")
+        agent = ChatAgent.from_config(ChatAgentConfig(base_url=args.base_url, model=args.model,
+                                                      api_key_env=args.api_key_env, episode=config))
+        try:
+            yield chat_trial_runner(agent, opener=opener, model_name=name)
+        finally:
+            await agent.aclose()
+        return
+    supervisor = None
+    if args.engine == "embedded":
+        if not args.model:
+            raise SystemExit("--engine embedded needs --model DIR (an HF model directory with its tokenizer)")
+        supervisor = Supervisor(LaunchConfig(
+            model_path=args.model, tp=1, servers=args.servers, port=_free_port(),
+            server_command=(sys.executable, "-m", "tbjax.serve"), extra_args=tuple(shlex.split(args.server_args)),
+            startup_timeout_s=600, restart_backoff_s=1.0))
+        tokenizer = args.model
+        try:
+            urls = supervisor.start()
+        except BaseException:
+            supervisor.stop()
+            raise
+    elif args.engine == "sglang":
+        if not (args.url and args.tokenizer):
+            raise SystemExit("--engine sglang needs --url (one per server) and --tokenizer DIR (the policy's)")
+        urls, tokenizer = args.url, args.tokenizer
+    else:
+        raise SystemExit("choose --engine embedded, sglang or openai (or --from-trials FILE)")
+    engine = SGLangEngine.from_urls(urls)
+    try:
+        interpreter = Interpreter.from_pretrained(tokenizer, tool_call_format=args.tool_call_format)
+        yield token_trial_runner(engine, interpreter, model=name, config=config, opener=opener)
+    finally:
+        await engine.close()
+        if supervisor is not None:
+            supervisor.stop()
