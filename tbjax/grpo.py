@@ -1,0 +1,109 @@
+"""GRPO math, as pure functions (no model, no I/O).
+
+Advantages: per group, (r - mean) / (std + eps) with the population std (ddof=0, eps=1e-6), or only
+r - mean (Dr. GRPO, `normalize_std=False`). Every trained token of an episode carries its episode's advantage.
+
+Policy loss per token: the clipped ratio objective with separate low/high clip ranges (0.2 / 0.28) and an
+optional dual clip for negative advantages, optionally weighted by truncated importance sampling (the
+trainer's old log-probs over the rollout engine's behaviour log-probs, capped), plus an optional k3 KL
+penalty to a frozen reference. Aggregation is a per-token weight and one batch-level denominator:
+
+    loss = sum(term * weight * mask) / denominator
+
+token-mean: weight 1, denominator = trained tokens in the batch; seq-mean-token-mean: weight 1/len(episode),
+denominator = episodes; seq-mean-token-sum-norm: weight 1/norm_length, denominator = episodes. Losses return
+the numerator only: micro-batches add their numerators and gradients, and one division by the batch's
+denominator gives exactly the full-batch gradient, however the batch was split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    dual_clip: float | None = None  # e.g. 3.0: bounds the loss of negative-advantage tokens at dual_clip * |A|
+    aggregation: Aggregation = "token_mean"
+    normalize_std: bool = True  # False: Dr. GRPO advantages (no std division)
+    advantage_eps: float = 1e-6
+    tis_cap: float | None = 2.0  # truncated importance sampling against rollout log-probs; None: off
+    kl_coef: float = 0.0  # k3 KL to a frozen reference; 0: off (the seed run is KL-free)
+    norm_length: int = 8192  # seq-mean-token-sum-norm's constant
+
+
+def group_advantages(rewards: np.ndarray, normalize_std: bool = True, eps: float = 1e-6) -> np.ndarray:
+    """rewards [groups, group_size] -> advantages of the same shape (population std, ddof=0)."""
+    rewards = np.asarray(rewards, np.float64)
+    centered = rewards - rewards.mean(axis=1, keepdims=True)
+    if normalize_std:
+        centered = centered / (rewards.std(axis=1, ddof=0, keepdims=True) + eps)
+    return centered.astype(np.float32)
+
+
+def token_weights(lengths: np.ndarray, config: LossConfig) -> tuple[np.ndarray, float]:
+    """Per-episode token weight and the batch denominator for the configured aggregation.
+
+    lengths: [episodes] trained-token counts. Returns (weight per episode [episodes], denominator).
+    """
+    lengths = np.asarray(lengths, np.float64)
+    episodes = float(np.count_nonzero(lengths))
+    if config.aggregation == "token_mean":
+        return np.ones_like(lengths, np.float32), float(lengths.sum())
+    if config.aggregation == "seq_mean_token_mean":
+        return np.where(lengths > 0, 1.0 / np.maximum(lengths, 1), 0.0).astype(np.float32), episodes
+    if config.aggregation == "seq_mean_token_sum_norm":
+        return np.full_like(lengths, 1.0 / config.norm_length, dtype=np.float32), episodes
+    raise ValueError(f"unknown loss aggregation {config.aggregation!r}")
+
+
+def policy_loss_terms(
+    logprobs: jax.Array,
+    old_logprobs: jax.Array,
+    behaviour_logprobs: jax.Array,
+    advantages: jax.Array,
+    mask: jax.Array,
+    weights: jax.Array,
+    config: LossConfig,
+    ref_logprobs: jax.Array | None = None,
+) -> dict[str, jax.Array]:
+    """Per-token arrays of any (same) shape -> sums over the batch slice: `loss` (the numerator) and metric
+    numerators (`clipped`, `tis_truncated`, `kl`, `ratio`), all over trained tokens (mask 1)."""
+    mask = mask.astype(jnp.float32)
+    ratio = jnp.exp(logprobs - old_logprobs)
+    unclipped = -advantages * ratio
+    clipped_ratio = jnp.clip(ratio, 1.0 - config.clip_low, 1.0 + config.clip_high)
+    term = jnp.maximum(unclipped, -advantages * clipped_ratio)
+    if config.dual_clip is not None:
+        term = jnp.where(advantages < 0, jnp.minimum(term, -advantages * config.dual_clip), term)
+    tis = jnp.ones_like(ratio)
+    if config.tis_cap is not None:
+        # behaviour log-probs can be NaN where a server dropped one: those tokens get weight 1
+        raw = jnp.exp(jax.lax.stop_gradient(old_logprobs) - behaviour_logprobs)
+        tis = jnp.where(jnp.isnan(raw), 1.0, jnp.minimum(raw, config.tis_cap))
+        term = term * tis
+    kl = jnp.zeros_like(term)
+    if config.kl_coef and ref_logprobs is not None:
+        log_ratio = ref_logprobs - logprobs
+        kl = jnp.exp(log_ratio) - log_ratio - 1.0
+        term = term + config.kl_coef * kl
+    weighted = mask * weights
+    was_clipped = (ratio < 1.0 - config.clip_low) | (ratio > 1.0 + config.clip_high)
+    return {
+        "loss": jnp.sum(term * weighted),
+        "clipped": jnp.sum(was_clipped * mask),
+        "tis_truncated": jnp.sum((tis < jnp.exp(old_logprobs - behaviour_logprobs)) * mask),
+        "tis_weight": jnp.sum(tis * mask),
+        "kl": jnp.sum(kl * mask),
+        "ratio": jnp.sum(ratio * mask),
+        "tokens": jnp.sum(mask),
+    }

@@ -1,0 +1,52 @@
+"""Token log-probs and entropies from hidden states, one vocabulary chunk at a time.
+
+A [tokens, vocab] float32 logits matrix is the largest tensor of a GRPO step (8k tokens x 151k vocab =
+4.9 GB); here only [tokens, chunk] exists at once: a scan over vocabulary chunks keeps a running max,
+log-sum-exp and entropy accumulator, and picks each target's logit from the chunk that holds it. The chunk
+body is rematerialised, so the backward pass does not keep every chunk's logits either.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def chunked_logprobs(hidden: jax.Array, table: jax.Array, targets: jax.Array, temperature: float = 1.0,
+                     chunk: int = 8192) -> tuple[jax.Array, jax.Array]:
+    """hidden [..., embed], table [vocab, embed] (the unembedding), targets [...] int32 ->
+    (log p(target) [...] float32, entropy [...] float32) of softmax(hidden @ table.T / temperature)."""
+    vocab = table.shape[0]
+    chunk = min(chunk, vocab)
+    pad = (-vocab) % chunk
+    if pad:
+        table = jnp.concatenate([table, jnp.zeros((pad, table.shape[1]), table.dtype)])
+    chunks = table.reshape(-1, chunk, table.shape[1])
+    lead = hidden.shape[:-1]
+    neg_inf = jnp.full(lead, -jnp.inf, jnp.float32)
+    zeros = jnp.zeros(lead, jnp.float32)
+
+    @jax.checkpoint
+    def body(carry, inputs):
+        running_max, sum_exp, sum_exp_z, target_logit = carry
+        index, weights = inputs
+        z = jnp.einsum("...d,vd->...v", hidden, weights.astype(hidden.dtype),
+                       preferred_element_type=jnp.float32) / temperature
+        ids = index * chunk + jnp.arange(chunk)
+        z = jnp.where(ids < vocab, z, -jnp.inf)  # padding columns take no probability
+        new_max = jnp.maximum(running_max, jnp.max(z, axis=-1))
+        rescale = jnp.exp(running_max - new_max)
+        p = jnp.exp(z - new_max[..., None])
+        sum_exp = sum_exp * rescale + jnp.sum(p, axis=-1)
+        sum_exp_z = sum_exp_z * rescale + jnp.sum(jnp.where(p > 0, p * z, 0.0), axis=-1)
+        local = targets - index * chunk
+        in_chunk = (local >= 0) & (local < chunk)
+        picked = jnp.take_along_axis(z, jnp.clip(local, 0, chunk - 1)[..., None], axis=-1)[..., 0]
+        target_logit = jnp.where(in_chunk, picked, target_logit)
+        return (new_max, sum_exp, sum_exp_z, target_logit), None
+
+    (m, s, sz, target_logit), _ = jax.lax.scan(body, (neg_inf, zeros, zeros, zeros),
+                                               (jnp.arange(chunks.shape[0]), chunks))
+    log_normalizer = m + jnp.log(s)
+    entropy = log_normalizer - sz / s
+    return target_logit - log_normalizer, entropy

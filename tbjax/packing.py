@@ -1,0 +1,108 @@
+"""Packs episodes into fixed-width rows (several episodes per row, segment ids keep them apart) and rows
+into micro-batches, with per-token targets, loss mask, behaviour log-probs, advantages and weights.
+
+Position i of a row predicts token i+1 of the same episode, so every per-token array is stored at the
+predicting position: the loss mask at i is the trajectory's mask of token i+1. Packing is first-fit
+decreasing, so the only padding is what no episode fits into; the row count is rounded up to a multiple
+of `rows_multiple` (the data-parallel width times micro-batches) with empty rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from rollout.trajectory import Trajectory
+from tbjax.grpo import LossConfig, group_advantages, token_weights
+
+FIELDS = ("tokens", "positions", "segments", "targets", "mask", "behaviour_logprobs", "advantages", "weights")
+
+
+@dataclasses.dataclass
+class PackedBatch:
+    """Arrays of shape [micro_batches, rows_per_micro, row_len] (see FIELDS), and the loss denominator."""
+
+    arrays: dict[str, np.ndarray]
+    denominator: float
+    episodes: int
+    trained_tokens: int
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.arrays["tokens"].shape
+
+
+class PackingError(ValueError):
+    """An episode cannot be packed as configured."""
+
+
+def _first_fit_decreasing(lengths: Sequence[int], row_len: int) -> list[list[int]]:
+    rows: list[list[int]] = []
+    free: list[int] = []
+    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        for r, space in enumerate(free):
+            if lengths[index] <= space:
+                rows[r].append(index)
+                free[r] -= lengths[index]
+                break
+        else:
+            rows.append([index])
+            free.append(row_len - lengths[index])
+    return rows
+
+
+def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float], token_weight: Sequence[float],
+         denominator: float, row_len: int, micro_batches: int, rows_multiple: int = 1) -> PackedBatch:
+    """trajectories with one advantage and one token weight each -> a PackedBatch.
+
+    The row count becomes a multiple of micro_batches x rows_multiple (each micro-batch splits over the
+    data-parallel devices); empty rows have mask 0 and change nothing.
+    """
+    lengths = [len(t.token_ids) for t in trajectories]
+    too_long = [(t.task_id, n) for t, n in zip(trajectories, lengths, strict=True) if n > row_len]
+    if too_long:
+        raise PackingError(f"episode {too_long[0][0]} has {too_long[0][1]} tokens, more than a packed row "
+                           f"({row_len}); raise train.row_len to at least the episode token budget")
+    layout = _first_fit_decreasing(lengths, row_len)
+    unit = micro_batches * rows_multiple
+    rows = max(unit, math.ceil(len(layout) / unit) * unit)
+    arrays = {name: np.zeros((rows, row_len), np.float32 if name in (
+        "behaviour_logprobs", "advantages", "weights") else np.int32) for name in FIELDS}
+    trained = 0
+    for r, members in enumerate(layout):
+        offset = 0
+        for segment, index in enumerate(members, start=1):
+            t = trajectories[index]
+            n = lengths[index]
+            span = slice(offset, offset + n)
+            arrays["tokens"][r, span] = t.token_ids
+            arrays["positions"][r, span] = np.arange(n)
+            arrays["segments"][r, span] = segment
+            predict = slice(offset, offset + n - 1)  # position i predicts token i+1
+            arrays["targets"][r, predict] = t.token_ids[1:]
+            arrays["mask"][r, predict] = t.loss_mask[1:]
+            arrays["behaviour_logprobs"][r, predict] = t.logprobs[1:]
+            arrays["advantages"][r, predict] = advantages[index]
+            arrays["weights"][r, predict] = token_weight[index]
+            trained += int(np.sum(t.loss_mask[1:]))
+            offset += n
+    shaped = {k: v.reshape(micro_batches, rows // micro_batches, row_len) for k, v in arrays.items()}
+    return PackedBatch(shaped, float(denominator), len(trajectories), trained)
+
+
+def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: LossConfig, row_len: int,
+                      micro_batches: int, rows_multiple: int = 1) -> PackedBatch | None:
+    """Scored groups -> the packed batch with advantages and weights; None when every advantage is zero
+    (all rewards equal in every group): then there is nothing to learn and the optimizer must not step."""
+    trajectories = [t for group in groups for t in group]
+    advantages = np.concatenate([
+        group_advantages(np.asarray([[t.reward for t in group]]), config.normalize_std, config.advantage_eps)[0]
+        for group in groups]) if groups else np.zeros(0)
+    if not np.any(advantages):
+        return None
+    lengths = np.asarray([sum(t.loss_mask[1:]) for t in trajectories])
+    weights, denominator = token_weights(lengths, config)
+    return pack(trajectories, advantages, weights, denominator, row_len, micro_batches, rows_multiple)
