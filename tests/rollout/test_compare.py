@@ -1,0 +1,53 @@
+"""`python -m rollout.compare`: the seed's base-vs-trained deltas, bootstrap intervals, tasks gained and lost."""
+
+import json
+
+import pytest
+
+from rollout import compare
+from tests.rollout.campaign_support import records, success_counts
+
+
+def write(path, recs):
+    path.write_text("".join(r.model_dump_json() + "\n" for r in recs))
+    return path
+
+
+def test_seed_base_vs_trained(tmp_path):
+    base = write(tmp_path / "base.jsonl", records(success_counts(507, 20, 5242, 38, 453), 20))
+    grpo = write(tmp_path / "grpo.jsonl", records(success_counts(507, 20, 6163, 107, 446), 20))
+    out = tmp_path / "cmp"
+    assert compare.main([str(base), str(grpo), "--out", str(out), "--resamples", "300"]) == 0
+    result = json.loads((out / "compare.json").read_text())
+    assert set(result) == {"a", "b", "delta", "ci", "gained", "lost"}
+    assert f"{100 * result['delta']['pass@1']:.2f}" == f"{60.78 - 51.70:.2f}"
+    assert result["delta"]["observed_k_of_k"]["count"] == 107 - 38
+    assert f"{100 * result['delta']['pass@k']['20']:.2f}" == f"{87.97 - 89.35:.2f}"
+    low, high = result["ci"]["pass@1"]
+    assert low < result["delta"]["pass@1"] < high and low > 0  # a 9-point gain over 507 tasks is not noise
+    # Synthetic campaigns list tasks in the same order, so k/k tasks of base are a subset of trained's.
+    assert len(result["gained"]["k_of_k"]) == 107 - 38 and result["lost"]["k_of_k"] == []
+    assert len(result["lost"]["pass_at_k"]) == 453 - 446 and result["gained"]["pass_at_k"] == []
+    domains = result["ci"]["domains"]
+    assert set(domains) == set(result["a"]["domains"]) and all(d["tasks"] > 100 for d in domains.values())
+    assert sum(len(d["k_of_k"]) for d in result["gained"]["domains"].values()) == 107 - 38
+    assert "pass@1" in (out / "compare.md").read_text()
+
+
+def test_delta_is_null_where_a_side_is_unknown_and_ci_is_reproducible():
+    assert compare.delta({"x": 1, "y": None, "z": {"w": 0.5}}, {"x": 3, "y": 2.0, "z": {"w": 0.25}, "v": 1}) == {
+        "v": None, "x": 2, "y": None, "z": {"w": -0.25}}
+    a = records([3, 0, 2, 1], 4)
+    b = records([4, 1, 2, 0], 4)
+    first = compare.compare(a, b, resamples=200, seed=7)
+    assert first == compare.compare(a, b, resamples=200, seed=7)
+    assert first["gained"]["k_of_k"] == ["t0000"] and first["lost"]["pass_at_k"] == ["t0003"]
+    assert first["delta"]["pass@1"] == pytest.approx((7 - 6) / 16)
+
+
+def test_only_tasks_scored_in_both_are_paired():
+    a = records([4, 0, 2], 4)
+    b = records([4, 4], 4)  # t0002 not run in b
+    result = compare.compare(a, b, resamples=100)
+    assert result["ci"]["tasks"] == 2
+    assert result["gained"]["k_of_k"] == ["t0001"]
