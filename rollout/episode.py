@@ -71,9 +71,10 @@ class Episode:
     """One episode's state; `run` drives it. Kept as an object so the loop reads as the protocol it is."""
 
     def __init__(self, task: Task, group_id: str, engine: Engine, interpreter: Interpreter,
-                 config: EpisodeConfig, session_id: str):
+                 config: EpisodeConfig, session_id: str, seed: int | None = None):
         self.task, self.group_id, self.engine, self.interp, self.config = task, group_id, engine, interpreter, config
         self.session_id = session_id
+        self.seed = seed  # None: the engine's own randomness; else each turn's sampling seed derives from it
         self.sequence = TokenSequence()
         self.versions: list[str] = []
         self.turns = self.malformed = self.prompt_tokens = 0
@@ -82,8 +83,9 @@ class Episode:
 
     def _sampling(self, max_new_tokens: int) -> SamplingParams:
         c = self.config
+        seed = None if self.seed is None else (self.seed * 1_000_003 + self.turns) & 0x7FFFFFFF
         return SamplingParams(max_new_tokens=max_new_tokens, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p,
-                              min_p=c.min_p, stop_token_ids=tuple(self.interp.stop_token_ids))
+                              min_p=c.min_p, stop_token_ids=tuple(self.interp.stop_token_ids), seed=seed)
 
     async def _conversation(self, session: EnvironmentSession) -> Termination:
         tools = ToolCatalog(session.tool_schemas)
@@ -163,7 +165,8 @@ class Episode:
 
 async def run_episode(task: Task, engine: Engine, interpreter: Interpreter, *, group_id: str,
                       config: EpisodeConfig = EpisodeConfig(), opener: SessionOpener = open_session,
-                      session_id: str | None = None) -> EpisodeResult:
-    """Runs one episode of `task`; `opener` opens its environment session (built-in domains by default)."""
-    episode = Episode(task, group_id, engine, interpreter, config, session_id or f"{group_id}/{id(task)}")
+                      session_id: str | None = None, seed: int | None = None) -> EpisodeResult:
+    """Runs one episode of `task`; `opener` opens its environment session (built-in domains by default).
+    A `seed` makes the episode's sampling reproducible on engines that honour per-request seeds."""
+    episode = Episode(task, group_id, engine, interpreter, config, session_id or f"{group_id}/{id(task)}", seed)
     return await episode.run(opener)

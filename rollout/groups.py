@@ -80,6 +80,8 @@ class GroupCounts:
     system_errors: Counter[str] = dataclasses.field(default_factory=Counter)  # failed episodes by kind
     tasks_drawn: int = 0
     episodes: int = 0  # episodes run, failed ones included
+    scored_episodes: int = 0  # episodes of groups without system errors, kept or dropped
+    reward_sum: float = 0.0  # over scored episodes: the step's pass rate is reward_sum / scored_episodes
     extra_rounds: int = 0
     source_exhausted: bool = False
 
@@ -162,7 +164,10 @@ class GroupScheduler(Generic[T]):
             counts.episodes += len(results)
             errors = [r for r in results if isinstance(r, str)]
             if not errors:
-                return Group(task, group_id, [r for r in results if isinstance(r, Trajectory)])
+                group = Group(task, group_id, [r for r in results if isinstance(r, Trajectory)])
+                counts.scored_episodes += len(group.trajectories)
+                counts.reward_sum += sum(group.rewards)
+                return group
             counts.system_errors.update(errors)
             if attempt < self.config.system_error_retries:
                 counts.refilled += 1

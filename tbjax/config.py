@@ -13,7 +13,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from envs.chat_endpoint import ChatEndpointConfig
+from rollout.episode import EpisodeConfig
+from rollout.groups import GroupConfig
+from tbjax.grpo import LossConfig
 from tbjax.models.config import RuntimeConfig
+from tbjax.train_step import OptimConfig
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "tiny-cpu.yaml"
@@ -30,6 +35,8 @@ class Section(BaseModel):
 class ModelSection(Section):
     # An HF directory, or "tiny:<arch>" for a tiny random Qwen made on the spot (tbjax.assets.tiny).
     path: str = "tiny:qwen3"
+    # The HF config.json contents, for planning (--dry-run) on a machine without the checkpoint.
+    architecture: dict[str, Any] | None = None
     param_dtype: Literal["float32", "bfloat16"] = "bfloat16"
     compute_dtype: Literal["float32", "bfloat16"] = "bfloat16"
     attention_impl: Literal["xla", "cudnn", "splash"] = "xla"
@@ -57,14 +64,57 @@ class RunSection(Section):
         return Path(self.root) / self.name
 
 
+class TasksSection(Section):
+    selected: str | None = None  # selected.yaml from `python -m rollout.select`; None: every train-split task
+    domains: list[str] | None = None  # built-in domains to draw from; None: all
+    seed: int = 0  # shuffling of the task stream
+
+
+class RolloutSection(Section):
+    engine: Literal["embedded", "sglang"] = "sglang"
+    sglang_urls: list[str] = []
+    slots: int = 64  # embedded engine: concurrent sequences
+    max_len: int = 110_000  # embedded engine: tokens per sequence (the episode budget plus headroom)
+    prefill_chunk: int = 512
+    tool_call_format: Literal["hermes", "qwen3_xml"] = "hermes"
+    seed: int = 0  # sampling seeds derive from it, the step and the episode
+
+
+class UserSection(Section):
+    kind: Literal["scripted", "llm"] = "llm"
+    endpoint: ChatEndpointConfig | None = None  # OpenAI-compatible; the API key comes from endpoint.api_key_env
+    temperature: float = 0.3
+
+
+class TrainSection(Section):
+    steps: int = 50
+    row_len: int = 110_000  # packed row width: at least the episode token budget
+    micro_batches: int = 8
+    logprob_chunk: int = 8192
+    checkpoint_every: int = 5
+    keep_checkpoints: int = 3
+    resume: Literal["auto", "never"] = "auto"
+    allow_config_change: bool = False  # resume even if the config's fingerprint changed
+
+
 class TrainConfig(Section):
     model: ModelSection = ModelSection()
     mesh: MeshSection = MeshSection()
     run: RunSection = RunSection()
+    tasks: TasksSection = TasksSection()
+    rollout: RolloutSection = RolloutSection()
+    user: UserSection = UserSection()
+    episode: EpisodeConfig = EpisodeConfig()
+    groups: GroupConfig = GroupConfig()
+    grpo: LossConfig = LossConfig()
+    optim: OptimConfig = OptimConfig()
+    train: TrainSection = TrainSection()
 
     def fingerprint(self) -> str:
-        """A short hash of the resolved config (resume checks compare it)."""
-        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]
+        """A short hash of what determines the training trajectory (resume checks compare it): everything
+        but the run's bookkeeping (steps to run, resume mode)."""
+        relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change"}})
+        return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(), sort_keys=False)

@@ -1,8 +1,8 @@
 """`python -m tbjax.train [--config FILE] [--mesh AxB] [--dry-run] [key=value ...]`
 
-With no flags: the embedded default (configs/tiny-cpu.yaml). Today it resolves the config, joins the
-multi-host job, builds the mesh, loads the policy sharded and prints its summary; the GRPO loop builds on
-these steps.
+With no flags: the embedded default (configs/tiny-cpu.yaml). It resolves the config, joins the multi-host
+job, builds the mesh, loads the policy sharded, and runs synchronous GRPO (tbjax.loop) with checkpoints,
+weight publication to the rollout engine, and a final HF export.
 """
 
 from __future__ import annotations
@@ -12,16 +12,18 @@ import logging
 import sys
 
 import jax
-import numpy as np
 from flax import nnx
 from rich.console import Console
 from rich.table import Table
 
+from tbjax.checkpoint import ResumeError
 from tbjax.config import ConfigError, TrainConfig, load_config
+from tbjax.loop import run_training
 from tbjax.mesh import DistributedConfig, MeshError, initialize_distributed, make_mesh, parse_mesh_spec
 from tbjax.model_source import resolve_model_dir
 from tbjax.models import CheckpointError, ModelConfig, Qwen, UnsupportedModelError, from_pretrained
 from tbjax.models.hf_import import abstract_model
+from tbjax.packing import PackingError
 from tbjax.sharding import ShardingError, ShardingRules, memory_summary, planned_memory
 
 console = Console()
@@ -82,13 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         mesh = make_mesh(parse_mesh_spec(config.mesh.shape, config.mesh.layout))
         console.rule(f"tbjax.train: {config.run.name} ({how}, {jax.process_count()} process(es))")
         model = from_pretrained(model_dir, mesh=mesh, runtime=config.model.runtime())
-        logits = jax.jit(lambda m, ids: m(ids))(model, np.arange(8, dtype=np.int32)[None])
-        if not bool(np.isfinite(np.asarray(logits)).all()):
-            raise RuntimeError("the loaded policy produced non-finite logits")
         console.print(summarise(model, config))
-        console.print("[yellow]The GRPO loop is not built yet: this run stops after loading the policy.[/yellow]")
+        export = run_training(config, model, model_dir)
+        console.print(f"[green]done[/green]: {config.train.steps} steps; checkpoints in "
+                      f"{config.run.directory / 'checkpoints'}, HF export in {export}")
         return 0
-    except (ConfigError, MeshError, ShardingError, UnsupportedModelError, CheckpointError, FileNotFoundError) as error:
+    except (ConfigError, MeshError, ShardingError, UnsupportedModelError, CheckpointError, FileNotFoundError,
+            ResumeError, PackingError) as error:
         console.print(f"[red]error:[/red] {error}")
         return 2
 

@@ -1,0 +1,220 @@
+"""The synchronous GRPO loop: draw tasks -> run groups of episodes on the engine -> advantages -> one update
+on the mesh -> checkpoint -> publish the new weights to the engine -> log. Resumes from the run directory.
+
+Only process 0 drives rollouts; with one process the embedded JaxEngine shares the trainer's devices and
+receives new parameters in memory, while SGLang servers load each published HF directory from disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grain
+import yaml
+from flax import nnx
+
+from envs import Task, load_tasks, open_session
+from envs.chat_endpoint import ChatClient
+from envs.users.llm import LlmUser
+from envs.users.scripted import ScriptedUser
+from rollout.engines.sglang import SGLangEngine
+from rollout.episode import run_episode
+from rollout.groups import GroupScheduler
+from rollout.interpret import Interpreter
+from tbjax.checkpoint import Checkpointer
+from tbjax.config import ConfigError, TrainConfig
+from tbjax.engine import JaxEngine
+from tbjax.metrics_log import MetricsLog
+from tbjax.models import Qwen
+from tbjax.packing import batch_from_groups
+from tbjax.publish import publish_weights
+from tbjax.train_step import GRPOTrainer, TrainState
+
+log = logging.getLogger(__name__)
+BENCHMARK_PREFIXES = ("thinkingbox",)  # evaluation-only suites: never trained on
+
+
+def training_tasks(config: TrainConfig) -> list[Task]:
+    tasks = [t for t in load_tasks(split="train") if config.tasks.domains is None or t.domain in config.tasks.domains]
+    if config.tasks.selected:
+        wanted = yaml.safe_load(Path(config.tasks.selected).read_text())
+        wanted = wanted.get("tasks", wanted) if isinstance(wanted, dict) else wanted
+        by_id = {t.id: t for t in tasks}
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            raise ConfigError(f"{config.tasks.selected} names {len(missing)} tasks that are not train-split tasks "
+                              f"of the configured domains (e.g. {missing[0]}); re-run rollout.select")
+        tasks = [by_id[i] for i in wanted]
+    banned = [t.id for t in tasks if t.id.startswith(BENCHMARK_PREFIXES)]
+    if banned:
+        raise ConfigError(f"benchmark task {banned[0]} is evaluation-only and must never be trained on")
+    if not tasks:
+        raise ConfigError("no training tasks: check tasks.domains and tasks.selected")
+    return tasks
+
+
+def task_manifest_hash(tasks: list[Task]) -> str:
+    return hashlib.sha256("\n".join(t.id for t in tasks).encode()).hexdigest()[:16]
+
+
+def episode_seed(run_seed: int, step: int, group_id: str, member: int) -> int:
+    digest = hashlib.sha256(f"{run_seed}/{step}/{group_id}/{member}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything the loop holds between steps."""
+
+    config: TrainConfig
+    trainer: GRPOTrainer
+    state: TrainState
+    engine: Any
+    interpreter: Interpreter
+    tasks: list[Task]
+    iterator: Any  # grain DatasetIterator over task indices (checkpointed)
+    checkpointer: Checkpointer
+    metrics: MetricsLog
+    model_dir: Path
+    step: int = 0
+
+    @property
+    def directory(self) -> Path:
+        return self.config.run.directory
+
+
+def _user_factory(config: TrainConfig):
+    if config.user.kind == "scripted":
+        return ScriptedUser
+    if config.user.endpoint is None:
+        raise ConfigError("user.kind=llm needs user.endpoint (base_url, model, api_key_env); "
+                          "or set user.kind=scripted")
+    client = ChatClient.from_config(config.user.endpoint)
+    return functools.partial(LlmUser, client=client, temperature=config.user.temperature)
+
+
+def _task_stream(run: Run) -> Iterator[Task]:
+    for index in run.iterator:
+        yield run.tasks[int(index)]
+
+
+async def _publish(run: Run, version: str) -> float:
+    start = time.perf_counter()
+    if isinstance(run.engine, JaxEngine):
+        await run.engine.set_state(nnx.state(run.trainer.model_for(run.state.params)), version)
+    else:
+        path = publish_weights(run.trainer.model_for(run.state.params), run.directory / "weights", version,
+                               tokenizer_dir=run.model_dir)
+        await run.engine.update_weights(str(path), version)
+    return time.perf_counter() - start
+
+
+async def train_step(run: Run, scheduler: GroupScheduler) -> dict[str, Any]:
+    config, step = run.config, run.step
+    start = time.perf_counter()
+    batch = await scheduler.next_batch()
+    rollout_s = time.perf_counter() - start
+    trajectories = [t for g in batch.groups for t in g.trajectories]
+    packed = batch_from_groups([g.trajectories for g in batch.groups], config.grpo, config.train.row_len,
+                               config.train.micro_batches, run.trainer.rows_multiple)
+    start = time.perf_counter()
+    if packed is None:
+        log.warning("step %d: no informative group (all rewards equal everywhere): optimizer step skipped", step + 1)
+        update: dict[str, Any] = {"skipped": True}
+    else:
+        run.state, update = run.trainer.update(run.state, packed)
+        update["skipped"] = False
+    update_s = time.perf_counter() - start
+    run.step += 1
+    start = time.perf_counter()
+    final = run.step == config.train.steps
+    if run.checkpointer.due(run.step, final):
+        run.checkpointer.save(run.step, run.state, run.iterator.get_state(), {
+            "fingerprint": config.fingerprint(), "tasks": task_manifest_hash(run.tasks), "seed": config.rollout.seed})
+    save_s = time.perf_counter() - start
+    publish_s = await _publish(run, str(run.step)) if packed is not None else 0.0
+    counts = batch.counts
+    rewards = [t.reward for t in trajectories]
+    tokens = sum(t.completion_tokens for t in trajectories)
+    return {
+        "step": run.step, **update,
+        "reward_mean": sum(rewards) / len(rewards) if rewards else None,  # informative groups only
+        "pass_rate": counts.reward_sum / counts.scored_episodes if counts.scored_episodes else None,
+        "groups_informative": counts.informative, "groups_dropped": counts.dropped_all_equal,
+        "groups_refilled": counts.refilled, "tasks_replaced": counts.replaced,
+        "system_errors": dict(counts.system_errors), "episodes": counts.episodes,
+        "completion_tokens": tokens, "rollout_tokens_per_s": tokens / rollout_s if rollout_s else 0.0,
+        "malformed_tool_calls": sum(t.malformed_tool_calls for t in trajectories),
+        "time_rollout_s": rollout_s, "time_update_s": update_s, "time_save_s": save_s, "time_publish_s": publish_s,
+    }
+
+
+def build_run(config: TrainConfig, model: Qwen, model_dir: Path) -> Run:
+    trainer = GRPOTrainer(model, config.grpo, config.optim, temperature=config.episode.temperature,
+                          logprob_chunk=config.train.logprob_chunk)
+    tasks = training_tasks(config)
+    dataset = grain.MapDataset.range(len(tasks)).shuffle(seed=config.tasks.seed).repeat(None).to_iter_dataset()
+    checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
+                                keep=config.train.keep_checkpoints)
+    state = trainer.init_state(model)
+    iterator, step = iter(dataset), 0
+    latest = checkpointer.latest_step() if config.train.resume == "auto" else None
+    if latest is not None:
+        state, data_state, record = checkpointer.restore(latest, state, config.fingerprint(),
+                                                         config.train.allow_config_change)
+        state = trainer.shard_state(state)
+        iterator.set_state(data_state)
+        step = int(record["step"])
+        log.info("resumed from %s at step %d", config.run.directory / "checkpoints", step)
+    if config.rollout.engine == "embedded":
+        engine = JaxEngine(trainer.model_for(state.params), slots=config.rollout.slots,
+                           max_len=config.rollout.max_len, weight_version=str(step),
+                           prefill_chunk=config.rollout.prefill_chunk)
+    else:
+        if not config.rollout.sglang_urls:
+            raise ConfigError("rollout.engine=sglang needs rollout.sglang_urls (the servers' base URLs)")
+        engine = SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step))
+    interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
+    metrics = MetricsLog(config.run.directory / "metrics.jsonl")
+    return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step)
+
+
+async def train(run: Run) -> Path:
+    """Runs the remaining steps; returns the final HF export."""
+    config = run.config
+    opener = functools.partial(open_session, user=_user_factory(config))
+
+    async def episode(task: Task, group_id: str, member: int):
+        result = await run_episode(task, run.engine, run.interpreter, group_id=group_id, config=config.episode,
+                                   opener=opener, session_id=f"{run.step}/{group_id}/{member}",
+                                   seed=episode_seed(config.rollout.seed, run.step, group_id, member))
+        return result.trajectory
+
+    scheduler = GroupScheduler(_task_stream(run), episode, config.groups)
+    if run.step and isinstance(run.engine, SGLangEngine):
+        await _publish(run, str(run.step))  # servers start from the base checkpoint
+    while run.step < config.train.steps:
+        run.metrics.write(await train_step(run, scheduler))
+    run.checkpointer.wait()
+    export = publish_weights(run.trainer.model_for(run.state.params), run.directory / "export", run.step,
+                             tokenizer_dir=run.model_dir)
+    await run.engine.close()
+    run.checkpointer.close()
+    (run.directory / "config.yaml").write_text(config.to_yaml())
+    (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export)}, indent=2))
+    return export
+
+
+def run_training(config: TrainConfig, model: Qwen, model_dir: Path) -> Path:
+    return asyncio.run(train(build_run(config, model, model_dir)))
+
+
