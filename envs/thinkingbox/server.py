@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import CallToolResult, Tool
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, Tool
 
 from envs.errors import EnvSystemError
 from envs.thinkingbox.loading import ServerCommand
@@ -111,6 +111,11 @@ class ServerProcess:
         try:
             async with asyncio.timeout(self.call_timeout_s):
                 return await self._client.call_tool(name, arguments)
+        except MCPError as exc:
+            if exc.code == INVALID_PARAMS:  # the call itself was malformed: the agent's to read, not a crash
+                return CallToolResult(content=[TextContent(type="text", text=exc.message)], is_error=True)
+            self._failure = self._error("tb_server_crash", f"{name} failed: {exc!r}")
+            raise self._failure from exc
         except TimeoutError as exc:  # must not escape: the episode loop reads TimeoutError as its own timeout
             self._failure = self._error("tb_server_timeout", f"{name} did not answer within {self.call_timeout_s}s")
             raise self._failure from exc

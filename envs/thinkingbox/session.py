@@ -12,6 +12,7 @@ judges the rubrics on that last reply.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -125,6 +126,8 @@ class ThinkingBoxSuite:
         self.tasks = [case.task for case in cases]
         self.user = user
         self.judge = judge
+        self._clients: list[ChatClient] = []  # endpoints this suite built (closed by `aclose`)
+        self._starts: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     @classmethod
     def load(cls, config: ThinkingBoxConfig, limit: int | None = None, *, user: UserFactory | None = None,
@@ -133,18 +136,34 @@ class ThinkingBoxSuite:
         `config` (explicit `user` / `judge` take precedence, e.g. for tests or a scripted user)."""
         if preflight:
             check_interpreter(config.python, config.data)
+        clients: list[ChatClient] = []
         if user is None and config.user is not None:
-            client = ChatClient.from_config(config.user)
-            user = lambda case: ThinkingBoxUser(case.query, case.user_context, client,  # noqa: E731
+            clients.append(user_client := ChatClient.from_config(config.user))
+            user = lambda case: ThinkingBoxUser(case.query, case.user_context, user_client,  # noqa: E731
                                                 temperature=config.user_temperature)
         if judge is None and config.judge is not None:
-            judge = LlmJudge(ChatClient.from_config(config.judge))
-        return cls(config, load_cases(config, limit), user=user, judge=judge)
+            clients.append(judge_client := ChatClient.from_config(config.judge))
+            judge = LlmJudge(judge_client)
+        suite = cls(config, load_cases(config, limit), user=user, judge=judge)
+        suite._clients = clients
+        return suite
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients of the user and judge endpoints built by `load`."""
+        for client in self._clients:
+            await client.aclose()
 
     def case(self, task_id: str) -> BenchmarkCase:
         if task_id not in self.cases:
             raise KeyError(f"{task_id} is not a task of this ThinkingBox suite")
         return self.cases[task_id]
+
+    def _start_slots(self) -> asyncio.Semaphore:
+        """Bounds concurrent server starts; one semaphore per event loop (tests run several loops)."""
+        loop = asyncio.get_running_loop()
+        if self._starts is None or self._starts[0] is not loop:
+            self._starts = (loop, asyncio.Semaphore(self.config.max_concurrent_starts))
+        return self._starts[1]
 
     async def open(self, task: Task) -> ThinkingBoxSession:
         """A fresh server process for `task`, initialised with its merged config (the `opener` of run_episode)."""
@@ -153,8 +172,9 @@ class ThinkingBoxSuite:
                                start_timeout_s=self.config.start_timeout_s, call_timeout_s=self.config.call_timeout_s,
                                label=f"{case.server} for {case.id}")
         try:
-            await server.start()
-            await server.init(case.config)
+            async with self._start_slots():
+                await server.start()
+                await server.init(case.config)
             return ThinkingBoxSession(case, server, self.user(case) if self.user else None, self.judge)
         except BaseException:
             await server.close()

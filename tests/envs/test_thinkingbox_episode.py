@@ -59,6 +59,7 @@ def _run(suite: ThinkingBoxSuite, task, policy) -> tuple[EpisodeResult, list[Thi
             return await run_episode(task, engine, interpreter, group_id="tb", config=config, opener=opener)
         finally:
             await engine.close()
+            await suite.aclose()
 
     return asyncio.run(scenario()), opened
 
