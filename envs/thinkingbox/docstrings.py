@@ -16,6 +16,8 @@ from typing import Any
 import yaml
 
 MARKER = "!"
+# The C loader when PyYAML has it: the release is ~15 MB of YAML, ~10x faster to read.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ def parse_marked_yaml(docstring: str | None, where: str) -> dict[str, Any] | Non
     if docstring is None or not docstring.startswith(MARKER):
         return None
     try:
-        data = yaml.safe_load(docstring[len(MARKER):])
+        data = yaml.load(docstring[len(MARKER):], Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         raise ValueError(f"{where}: the `!` docstring is not valid YAML: {exc}") from exc
     if data is None:

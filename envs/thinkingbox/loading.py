@@ -21,7 +21,7 @@ import yaml
 from envs.errors import InvalidTaskError
 from envs.tasks import Fact, Split, Task, TaskKind, ToolCall, UserScenario
 from envs.thinkingbox.config import ThinkingBoxConfig
-from envs.thinkingbox.docstrings import TestFunction, read_test_module
+from envs.thinkingbox.docstrings import SAFE_LOADER, TestFunction, read_test_module
 from envs.thinkingbox.merge import server_config
 
 TASK_PREFIX = "thinkingbox/"
@@ -100,7 +100,7 @@ def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: is the data path a complete thinkingbox-data clone?")
     with path.open(encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        return yaml.load(handle, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
 
 
 class BenchmarkLoader:
