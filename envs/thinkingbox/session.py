@@ -139,8 +139,11 @@ class ThinkingBoxSuite:
         clients: list[ChatClient] = []
         if user is None and config.user is not None:
             clients.append(user_client := ChatClient.from_config(config.user))
-            user = lambda case: ThinkingBoxUser(case.query, case.user_context, user_client,  # noqa: E731
-                                                temperature=config.user_temperature)
+
+            def simulated_user(case: BenchmarkCase) -> UserSimulator:
+                return ThinkingBoxUser(case.query, case.user_context, user_client, config.user_temperature)
+
+            user = simulated_user
         if judge is None and config.judge is not None:
             clients.append(judge_client := ChatClient.from_config(config.judge))
             judge = LlmJudge(judge_client)
