@@ -114,6 +114,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress lines
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         summary = asyncio.run(_run(args))

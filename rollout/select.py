@@ -143,6 +143,7 @@ async def _collect(args: argparse.Namespace) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         config = config_from_args(args)

@@ -26,7 +26,7 @@ from envs import EnvSystemError, Task, open_session
 from rollout.episode import EpisodeConfig, SessionOpener
 from rollout.evaluation.runner import TrialRunner, verdict_lines
 from rollout.interpret import ToolCall, ToolCatalog, malformed_message, tool_message
-from rollout.interpret.calls import RawCall
+from rollout.interpret.calls import MalformedCall, RawCall
 from rollout.records import TrialRecord, Usage
 
 
@@ -106,16 +106,22 @@ def _add_usage(usage: Usage, reported: dict[str, Any] | None) -> None:
     usage.reasoning_tokens += int((reported.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
 
 
-def _raw_call(call: dict[str, Any]) -> RawCall:
+def _resolve(call: dict[str, Any], catalog: ToolCatalog) -> ToolCall | MalformedCall:
+    """An API tool call checked like our own policy's: unknown tools, arguments that are not a JSON object or
+    that do not fit the schema become malformed calls, answered as tool errors."""
     function = call.get("function") or {}
-    text = function.get("arguments") or "{}"
+    name, text = str(function.get("name")), function.get("arguments") or "{}"
+    raw = json.dumps(call, ensure_ascii=False)
     try:
         arguments = json.loads(text) if isinstance(text, str) else text
-    except json.JSONDecodeError:
-        arguments = None
+    except json.JSONDecodeError as error:
+        arguments, problem = None, f"not valid JSON ({error})"
+    else:
+        problem = "not a JSON object"
     if not isinstance(arguments, dict):
-        arguments = {"__unparseable__": text}  # fails the schema, so the agent is told to fix its arguments
-    return RawCall(str(function.get("name")), arguments, False, json.dumps(call, ensure_ascii=False))
+        return MalformedCall("bad_json", f"the arguments of {name!r} are {problem}; send them as one JSON object.",
+                             raw, name)
+    return catalog.resolve(RawCall(name, arguments, False, raw))
 
 
 async def _conversation(session: Any, agent: ChatAgent, usage: Usage,
@@ -138,7 +144,7 @@ async def _conversation(session: Any, agent: ChatAgent, usage: Usage,
             return "token_budget"
         if calls:
             for call in calls:
-                resolved = catalog.resolve(_raw_call(call))
+                resolved = _resolve(call, catalog)
                 reply = tool_message(await session.call_tool(resolved.name, resolved.arguments)) \
                     if isinstance(resolved, ToolCall) else malformed_message(resolved)
                 messages.append({**reply, "tool_call_id": call.get("id", "")})

@@ -83,6 +83,22 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def start_embedded(model_dir: str | Path, *, servers: int = 1, server_args: str = "--slots 8 --max-len 4096",
+                   startup_timeout_s: float = 600.0) -> Supervisor:
+    """Starts `servers` processes of `python -m tbjax.serve --model DIR` on free local ports and waits until
+    all are healthy; the caller stops them (`supervisor.stop()`)."""
+    supervisor = Supervisor(LaunchConfig(
+        model_path=str(model_dir), tp=1, servers=servers, port=_free_port(),
+        server_command=(sys.executable, "-m", "tbjax.serve"), extra_args=tuple(shlex.split(server_args)),
+        startup_timeout_s=startup_timeout_s, restart_backoff_s=1.0))
+    try:
+        supervisor.start()
+    except BaseException:
+        supervisor.stop()
+        raise
+    return supervisor
+
+
 @contextlib.asynccontextmanager
 async def trial_runner_from_flags(args: argparse.Namespace) -> AsyncIterator[TrialRunner]:
     """The trial runner the flags describe; servers and clients it starts are stopped on exit."""
@@ -103,16 +119,8 @@ async def trial_runner_from_flags(args: argparse.Namespace) -> AsyncIterator[Tri
     if args.engine == "embedded":
         if not args.model:
             raise SystemExit("--engine embedded needs --model DIR (an HF model directory with its tokenizer)")
-        supervisor = Supervisor(LaunchConfig(
-            model_path=args.model, tp=1, servers=args.servers, port=_free_port(),
-            server_command=(sys.executable, "-m", "tbjax.serve"), extra_args=tuple(shlex.split(args.server_args)),
-            startup_timeout_s=600, restart_backoff_s=1.0))
-        tokenizer = args.model
-        try:
-            urls = supervisor.start()
-        except BaseException:
-            supervisor.stop()
-            raise
+        supervisor = start_embedded(args.model, servers=args.servers, server_args=args.server_args)
+        urls, tokenizer = supervisor.urls, args.model
     elif args.engine == "sglang":
         if not (args.url and args.tokenizer):
             raise SystemExit("--engine sglang needs --url (one per server) and --tokenizer DIR (the policy's)")

@@ -1,0 +1,172 @@
+"""Evaluation end to end on CPU: a tiny random Qwen served by `python -m tbjax.serve` (started the way
+`--engine embedded` starts it, one server for the module), the scripted user, built-in tasks of all five
+domains. The CLI writes records, summary, report and plots; an interrupted campaign resumes without redoing
+finished trials; an engine failing for one task gives system errors that are reported and not scored."""
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from envs import load_tasks, write_jsonl
+from rollout import evaluate
+from rollout.engine import EngineError
+from rollout.engines.sglang import SGLangEngine
+from rollout.episode import EpisodeConfig
+from rollout.evaluation.engines import start_embedded
+from rollout.evaluation.runner import token_trial_runner
+from rollout.interpret import Interpreter
+from rollout.records import read_records
+from tbjax.assets.tiny import make_flax_checkpoint
+
+DOMAINS = ("clinic", "library", "telecom", "ticketing", "utility")
+# Prompts are 2.7k-4.3k tokens (system prompt and tools); prefill dominates on CPU, so the 80-trial CLI run
+# takes one agent turn per episode and the smaller campaigns two.
+EPISODE = EpisodeConfig(max_turns=2, max_tokens_per_turn=16, token_budget=4600, timeout_s=600)
+EPISODE_FLAGS = ["--max-turns", "1", "--max-tokens-per-turn", "16", "--token-budget", "4600", "--timeout-s", "600"]
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    return make_flax_checkpoint(tmp_path_factory.mktemp("policy"), "qwen3")
+
+
+@pytest.fixture(scope="module")
+def server_url(policy_dir):
+    supervisor = start_embedded(policy_dir, server_args="--slots 16 --max-len 5120")
+    yield supervisor.urls[0]
+    supervisor.stop()
+
+
+def tasks_per_domain(n: int):
+    return [t for d in DOMAINS for t in load_tasks(domain=d, split="train")[:n]]
+
+
+@pytest.mark.slow
+def test_cli_evaluates_twenty_tasks_four_trials(policy_dir, server_url, tmp_path):
+    tasks_file = tmp_path / "tasks.jsonl"
+    write_jsonl(tasks_per_domain(4), tasks_file)
+    out = tmp_path / "eval"
+    start = time.perf_counter()
+    code = evaluate.main(["--engine", "sglang", "--url", server_url, "--tokenizer", str(policy_dir), "--tasks",
+                          str(tasks_file), "--k", "4", "--out", str(out), "--concurrency", "16", *EPISODE_FLAGS])
+    seconds = time.perf_counter() - start
+    assert code == 0
+    records = read_records(out / "trials.jsonl")
+    assert len(records) == 80 and {r.trial for r in records} == {0, 1, 2, 3}
+    assert all(r.model == policy_dir.name and r.usage.prompt_tokens > 0 for r in records)
+    scored = [r for r in records if r.system_error is None]
+    assert all(r.weight_version == "0" and r.turns >= 1 for r in scored if r.termination != "token_budget")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trials"] + summary["system_errors"]["total"] == 80
+    assert summary["pass@1"] == sum(bool(r.passed) for r in scored) / len(scored)
+    assert set(summary["domains"]) == set(DOMAINS)
+    assert summary["tokens"]["completion_tokens"] == sum(r.usage.completion_tokens for r in records)
+    assert "## Domains" in (out / "report.md").read_text()
+    for plot in ("domains.png", "successes.png"):
+        assert (out / plot).read_bytes().startswith(b"\x89PNG")
+    print(f"\n20 tasks x 4 trials through tbjax.serve: {seconds:.1f} s")
+
+
+class CountingRunner:
+    """Wraps a trial runner: records which trials ran, and raises KeyboardInterrupt-like failure after
+    `stop_after` trials finished (what Ctrl-C or a killed job does to a campaign)."""
+
+    def __init__(self, runner, stop_after: int | None = None):
+        self.runner, self.stop_after, self.ran = runner, stop_after, []
+
+    async def __call__(self, task, trial):
+        if self.stop_after is not None and len(self.ran) >= self.stop_after:
+            raise RuntimeError("interrupted")
+        record = await self.runner(task, trial)
+        self.ran.append(record.key)
+        return record
+
+
+def test_interrupted_campaign_resumes_without_redoing_trials(policy_dir, server_url, tmp_path):
+    interpreter = Interpreter.from_pretrained(policy_dir)
+    tasks = tasks_per_domain(1)
+    out = tmp_path / "eval"
+
+    async def campaign(runner, resume):
+        engine = SGLangEngine.from_urls([server_url])
+        try:
+            return await evaluate.evaluate(tasks, runner(token_trial_runner(engine, interpreter, model="tiny",
+                                                                            config=EPISODE)),
+                                           out=out, k=3, resume=resume, concurrency=4)
+        finally:
+            await engine.close()
+
+    first = None
+
+    def interrupting(runner):
+        nonlocal first
+        first = CountingRunner(runner, stop_after=6)
+        return first
+
+    with pytest.raises(ExceptionGroup):
+        asyncio.run(campaign(interrupting, resume=False))
+    done_first = {r.key for r in read_records(out / "trials.jsonl")}
+    assert 6 <= len(done_first) < 15 and done_first <= set(first.ran)
+
+    second = None
+
+    def counting(runner):
+        nonlocal second
+        second = CountingRunner(runner)
+        return second
+
+    summary = asyncio.run(campaign(counting, resume=True))
+    assert not done_first & set(second.ran)
+    assert len(second.ran) == 15 - len(done_first)
+    assert {r.key for r in read_records(out / "trials.jsonl")} == {(t.id, i) for t in tasks for i in range(3)}
+    assert summary["trials"] + summary["system_errors"]["total"] == 15
+
+
+class FailingForOneTask:
+    """An engine whose every call for one task fails like a dead server."""
+
+    def __init__(self, engine, task_id: str):
+        self.engine, self.task_id, self.failures = engine, task_id, 0
+
+    async def generate(self, input_ids, sampling, *, session_id=None):
+        if session_id and session_id.startswith(self.task_id + "#"):
+            self.failures += 1
+            raise EngineError(f"server for {self.task_id} is down")
+        return await self.engine.generate(input_ids, sampling, session_id=session_id)
+
+    async def update_weights(self, hf_dir, version):
+        await self.engine.update_weights(hf_dir, version)
+
+    async def health(self):
+        return True
+
+    async def close(self):
+        await self.engine.close()
+
+
+def test_system_error_trials_are_reported_and_not_scored(policy_dir, server_url, tmp_path):
+    interpreter = Interpreter.from_pretrained(policy_dir)
+    tasks = load_tasks(domain="telecom", split="train")[:3]
+    broken = tasks[1].id
+
+    async def campaign():
+        engine = FailingForOneTask(SGLangEngine.from_urls([server_url]), broken)
+        try:
+            runner = token_trial_runner(engine, interpreter, model="tiny", config=EPISODE)
+            return await evaluate.evaluate(tasks, runner, out=tmp_path, k=2, concurrency=6), engine.failures
+        finally:
+            await engine.close()
+
+    summary, failures = asyncio.run(campaign())
+    assert failures == 2
+    records = {r.key: r for r in read_records(tmp_path / "trials.jsonl")}
+    for trial in (0, 1):
+        failed = records[(broken, trial)]
+        assert failed.passed is None and failed.system_error == "engine" and failed.termination == "system_error"
+    assert summary["system_errors"] == {"total": 2, "by_kind": {"engine": 2}}
+    assert summary["tasks"] == 2 and summary["trials"] == 4  # the broken task is not counted as failed
+    clean = [r for r in records.values() if r.system_error is None]
+    assert summary["pass@1"] == sum(bool(r.passed) for r in clean) / 4
+    assert broken in (tmp_path / "report.md").read_text()
