@@ -22,6 +22,7 @@ from pathlib import Path
 from envs import open_session
 from envs.chat_endpoint import ChatClient, ChatEndpointConfig
 from envs.users.llm import LlmUser
+from rollout.engines.sglang import SGLangEngine
 from rollout.episode import EpisodeConfig, SessionOpener
 from rollout.evaluation.chat import ChatAgent, ChatAgentConfig, chat_trial_runner
 from rollout.evaluation.runner import TrialRunner, token_trial_runner
@@ -102,8 +103,6 @@ def start_embedded(model_dir: str | Path, *, servers: int = 1, server_args: str 
 @contextlib.asynccontextmanager
 async def trial_runner_from_flags(args: argparse.Namespace) -> AsyncIterator[TrialRunner]:
     """The trial runner the flags describe; servers and clients it starts are stopped on exit."""
-    from rollout.engines.sglang import SGLangEngine
-
     config, opener, name = episode_config(args), session_opener(args), model_name(args)
     if args.engine == "openai":
         if not (args.base_url and args.model):

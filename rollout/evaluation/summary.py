@@ -6,8 +6,10 @@ domains {name: the same keys}. Shares are fractions in [0, 1].
 
 Conventions: `tasks` are tasks with at least one clean trial, `trials` the clean (scored) trials; trials lost
 to system errors are counted in `system_errors` beside them and in no denominator of a score. `k` is the
-campaign's trials per task (the most recorded for one task). Cost is spent by every trial run, system errors
-included, so `per_trial` divides by all of them; a model without a price makes the cost null.
+campaign's trials per task (the most recorded for one task); observed k/k counts the tasks whose every scored
+trial passed, and pass@k / pass^k average over the tasks with at least k scored trials. Cost is spent by
+every trial run, system errors included, so `per_trial` divides by all of them; a model without a price
+makes the cost null.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import math
 import pytest
 import yaml
 
+from envs import load_tasks, write_jsonl
 from rollout import select as select_cli
 from rollout.evaluation.selection import (
     BAND_EDGES,
@@ -19,6 +20,7 @@ from rollout.evaluation.selection import (
 )
 from rollout.metrics import TaskCounts
 from rollout.records import TrialRecord
+from tests.envs.conftest import Canned, fake_openai  # noqa: F401 (the fixture)
 
 
 def jeffreys_cdf(x: float, n: int, k: int, steps: int = 4000) -> float:
@@ -147,3 +149,16 @@ def test_cli_writes_reproducible_outputs_and_excludes_system_errors(tmp_path):
 def test_cli_rejects_unknown_keep_band(tmp_path):
     trials = write_trials(tmp_path / "base.jsonl", OUTCOMES)
     assert select_cli.main(["--from-trials", str(trials), "--out", str(tmp_path / "o"), "--keep", "medium,tough"]) == 2
+
+
+def test_cli_runs_the_policy_when_given_an_engine(fake_openai, tmp_path):  # noqa: F811
+    tasks_file = tmp_path / "tasks.jsonl"
+    write_jsonl(load_tasks("telecom", "train")[:2], tasks_file)
+    fake_openai.queue(*[Canned(text="Sorry, I cannot help with that.") for _ in range(6)])
+    out = tmp_path / "sel"
+    assert select_cli.main(["--engine", "openai", "--base-url", fake_openai.base_url, "--model", "m", "--tasks",
+                            str(tasks_file), "--n", "3", "--min-clean-runs", "3", "--concurrency", "1",
+                            "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in (out / "aggregates.jsonl").read_text().splitlines()]
+    assert [(r["n"], r["k"], r["band"]) for r in rows] == [(3, 0, "too_hard")] * 2
+    assert len((out / "trials.jsonl").read_text().splitlines()) == 6 and len(fake_openai.requests) == 6
