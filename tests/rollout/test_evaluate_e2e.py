@@ -14,9 +14,11 @@ from rollout import evaluate
 from rollout.engine import EngineError
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import EpisodeConfig
+from rollout.evaluation import engines
 from rollout.evaluation.engines import start_embedded
 from rollout.evaluation.runner import token_trial_runner
 from rollout.interpret import Interpreter
+from rollout.launch_sglang import healthy
 from rollout.records import read_records
 from tbjax.assets.tiny import make_flax_checkpoint
 
@@ -170,3 +172,23 @@ def test_system_error_trials_are_reported_and_not_scored(policy_dir, server_url,
     clean = [r for r in records.values() if r.system_error is None]
     assert summary["pass@1"] == sum(bool(r.passed) for r in clean) / 4
     assert broken in (tmp_path / "report.md").read_text()
+
+
+def test_embedded_flags_start_and_stop_a_tbjax_server(policy_dir, monkeypatch):
+    started = []
+
+    def recording(*args, **kwargs):
+        started.append(start_embedded(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(engines, "start_embedded", recording)
+    args = evaluate.parse_args(["--engine", "embedded", "--model", str(policy_dir), "--out", "unused",
+                                "--server-args", "--slots 2 --max-len 512"])
+
+    async def enter_and_leave():
+        async with engines.trial_runner_from_flags(args) as runner:
+            assert callable(runner) and healthy(started[0].urls[0])
+
+    asyncio.run(enter_and_leave())
+    server = started[0].servers[0]
+    assert server.argv[1:3] == ["-m", "tbjax.serve"] and server.process.poll() is not None  # stopped on exit
