@@ -89,7 +89,7 @@ class UserSection(Section):
 class TrainSection(Section):
     steps: int = 50
     row_len: int = 110_000  # packed row width: at least the episode token budget
-    micro_batches: int = 8
+    micro_batch_rows: int = 1  # packed rows per device per micro-batch: bounds activation memory
     logprob_chunk: int = 8192
     checkpoint_every: int = 5
     keep_checkpoints: int = 3

@@ -125,7 +125,7 @@ async def train_step(run: Run, scheduler: GroupScheduler) -> dict[str, Any]:
     rollout_s = time.perf_counter() - start
     trajectories = [t for g in batch.groups for t in g.trajectories]
     packed = batch_from_groups([g.trajectories for g in batch.groups], config.grpo, config.train.row_len,
-                               config.train.micro_batches, run.trainer.rows_multiple)
+                               config.train.micro_batch_rows, run.trainer.rows_multiple)
     start = time.perf_counter()
     if packed is None:
         log.warning("step %d: no informative group (all rewards equal everywhere): optimizer step skipped", step + 1)
@@ -158,10 +158,11 @@ async def train_step(run: Run, scheduler: GroupScheduler) -> dict[str, Any]:
     }
 
 
-def build_run(config: TrainConfig, model: Qwen, model_dir: Path) -> Run:
+def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Run:
+    """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula)."""
     trainer = GRPOTrainer(model, config.grpo, config.optim, temperature=config.episode.temperature,
                           logprob_chunk=config.train.logprob_chunk)
-    tasks = training_tasks(config)
+    tasks = tasks if tasks is not None else training_tasks(config)
     dataset = grain.MapDataset.range(len(tasks)).shuffle(seed=config.tasks.seed).repeat(None).to_iter_dataset()
     checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
                                 keep=config.train.keep_checkpoints)

@@ -55,11 +55,12 @@ def _first_fit_decreasing(lengths: Sequence[int], row_len: int) -> list[list[int
 
 
 def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float], token_weight: Sequence[float],
-         denominator: float, row_len: int, micro_batches: int, rows_multiple: int = 1) -> PackedBatch:
+         denominator: float, row_len: int, micro_rows: int, rows_multiple: int = 1) -> PackedBatch:
     """trajectories with one advantage and one token weight each -> a PackedBatch.
 
-    The row count becomes a multiple of micro_batches x rows_multiple (each micro-batch splits over the
-    data-parallel devices); empty rows have mask 0 and change nothing.
+    Each micro-batch holds micro_rows x rows_multiple rows (rows_multiple: the data-parallel width, so a
+    micro-batch splits evenly over the devices); the last is filled with empty rows (mask 0, no effect).
+    Memory per micro-batch is what micro_rows bounds; the number of micro-batches follows from the data.
     """
     lengths = [len(t.token_ids) for t in trajectories]
     too_long = [(t.task_id, n) for t, n in zip(trajectories, lengths, strict=True) if n > row_len]
@@ -67,8 +68,9 @@ def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float], token_
         raise PackingError(f"episode {too_long[0][0]} has {too_long[0][1]} tokens, more than a packed row "
                            f"({row_len}); raise train.row_len to at least the episode token budget")
     layout = _first_fit_decreasing(lengths, row_len)
-    unit = micro_batches * rows_multiple
+    unit = micro_rows * rows_multiple
     rows = max(unit, math.ceil(len(layout) / unit) * unit)
+    micro_batches = rows // unit
     arrays = {name: np.zeros((rows, row_len), np.float32 if name in (
         "behaviour_logprobs", "advantages", "weights") else np.int32) for name in FIELDS}
     trained = 0
@@ -94,7 +96,7 @@ def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float], token_
 
 
 def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: LossConfig, row_len: int,
-                      micro_batches: int, rows_multiple: int = 1) -> PackedBatch | None:
+                      micro_rows: int, rows_multiple: int = 1) -> PackedBatch | None:
     """Scored groups -> the packed batch with advantages and weights; None when every advantage is zero
     (all rewards equal in every group): then there is nothing to learn and the optimizer must not step."""
     trajectories = [t for group in groups for t in group]
@@ -105,4 +107,4 @@ def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: LossConfig
         return None
     lengths = np.asarray([sum(t.loss_mask[1:]) for t in trajectories])
     weights, denominator = token_weights(lengths, config)
-    return pack(trajectories, advantages, weights, denominator, row_len, micro_batches, rows_multiple)
+    return pack(trajectories, advantages, weights, denominator, row_len, micro_rows, rows_multiple)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 import jax
+import numpy as np
 from flax import nnx
 from rich.console import Console
+from rich.filesize import decimal
 from rich.table import Table
 
 from tbjax.checkpoint import ResumeError
@@ -42,11 +45,19 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, bool]:
 
 
 def print_plan(config: TrainConfig, model_config: ModelConfig) -> None:
+    """The resolved config and, per device, what the update holds: parameters (their dtype), AdamW's two
+    float32 moments and the float32 gradient accumulator, all sharded like the parameters."""
     spec = parse_mesh_spec(config.mesh.shape, config.mesh.layout)
     _, abstract_state = abstract_model(model_config)
     plan = planned_memory(abstract_state, spec.abstract(), ShardingRules())
+    elements = plan.per_device_bytes / np.dtype(model_config.param_dtype).itemsize
+    optimizer, gradients = elements * 8, elements * 4
     console.print(config.to_yaml())
+    console.print(f"model: {model_config.model_type}, {model_config.num_params() / 1e9:.2f}B parameters")
     console.print(f"mesh {spec.describe()}: parameters {plan.describe()}")
+    console.print(f"per device: parameters {decimal(plan.per_device_bytes)} + optimizer state {decimal(optimizer)} "
+                  f"+ gradients {decimal(gradients)} = {decimal(plan.per_device_bytes + optimizer + gradients)} "
+                  "(activations come on top)")
 
 
 def summarise(model: Qwen, config: TrainConfig) -> Table:
@@ -76,11 +87,16 @@ def main(argv: list[str] | None = None) -> int:
         distributed = DistributedConfig(config.mesh.coordinator_address, config.mesh.num_processes,
                                         config.mesh.process_id).merged_over(DistributedConfig.from_environment())
         how = initialize_distributed(distributed)
-        model_dir = resolve_model_dir(config.model.path, config.run.directory)
-        model_config = ModelConfig.from_pretrained(model_dir, config.model.runtime())
         if dry_run:
+            architecture = config.model.architecture
+            if architecture is not None and not Path(config.model.path).is_dir():
+                model_config = ModelConfig.from_hf_dict(architecture, config.model.runtime())
+            else:
+                model_dir = resolve_model_dir(config.model.path, config.run.directory)
+                model_config = ModelConfig.from_pretrained(model_dir, config.model.runtime())
             print_plan(config, model_config)
             return 0
+        model_dir = resolve_model_dir(config.model.path, config.run.directory)
         mesh = make_mesh(parse_mesh_spec(config.mesh.shape, config.mesh.layout))
         console.rule(f"tbjax.train: {config.run.name} ({how}, {jax.process_count()} process(es))")
         model = from_pretrained(model_dir, mesh=mesh, runtime=config.model.runtime())

@@ -15,7 +15,7 @@ def test_rows_hold_whole_episodes_with_shifted_targets():
     a = trajectory([10, 11, 12, 13], [0, 0, 1, 1], "a")
     b = trajectory([20, 21, 22], [0, 1, 1], "b")
     c = trajectory([30, 31, 32, 33, 34, 35], [0, 0, 0, 1, 1, 1], "c")
-    batch = pack([a, b, c], [1.0, -1.0, 0.5], [1.0, 1.0, 1.0], 7.0, row_len=8, micro_batches=1)
+    batch = pack([a, b, c], [1.0, -1.0, 0.5], [1.0, 1.0, 1.0], 7.0, row_len=8, micro_rows=2)
     tokens, segments, targets, mask = (batch.arrays[k][0] for k in ("tokens", "segments", "targets", "mask"))
     assert batch.shape == (1, 2, 8) and batch.trained_tokens == 7
     # first-fit decreasing: c (6) alone would leave 2, so row 0 = c, row 1 = a + b
@@ -30,11 +30,11 @@ def test_rows_hold_whole_episodes_with_shifted_targets():
 
 def test_rows_round_up_to_micro_batches_and_devices():
     episodes = [trajectory([1, 2, 3], [0, 1, 1]) for _ in range(3)]
-    batch = pack(episodes, [1.0] * 3, [1.0] * 3, 6.0, row_len=4, micro_batches=2, rows_multiple=2)
-    assert batch.shape == (2, 2, 4)
+    batch = pack(episodes, [1.0] * 3, [1.0] * 3, 6.0, row_len=4, micro_rows=1, rows_multiple=2)
+    assert batch.shape == (2, 2, 4)  # 3 rows -> 2 micro-batches of 1 row x 2 devices
     assert batch.arrays["mask"].sum() == 6  # the extra row trains nothing
 
 
 def test_episode_longer_than_a_row_is_refused():
     with pytest.raises(PackingError, match="raise train.row_len"):
-        pack([trajectory(range(10), [0] * 5 + [1] * 5)], [1.0], [1.0], 5.0, row_len=8, micro_batches=1)
+        pack([trajectory(range(10), [0] * 5 + [1] * 5)], [1.0], [1.0], 5.0, row_len=8, micro_rows=1)

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import transformers
 
 from tbjax.config import ConfigError, load_config
 
@@ -16,13 +17,21 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
 
 
-def test_default_run_makes_the_tiny_policy_and_loads_it(tmp_path):
-    result = run(cwd=tmp_path)
+SHORT = ["train.steps=1", "groups.groups=1", "groups.max_extra_rounds=0", "episode.max_turns=1",
+         "episode.max_tokens_per_turn=8"]
+
+
+def test_default_run_trains_checkpoints_and_exports(tmp_path):
+    """The no-flag command, shortened to one step: tiny policy made, one GRPO step, checkpoint, HF export."""
+    result = run(*SHORT, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "qwen3, 2 layers, hidden 64" in result.stdout
+    assert "qwen3, 2 layers, hidden 64" in result.stdout and "done: 1 steps" in result.stdout
     assert (tmp_path / "runs/default/assets/tiny-qwen3/model.safetensors").is_file()
-    again = run(cwd=tmp_path)  # second call reuses the made assets
-    assert again.returncode == 0 and "qwen3, 2 layers" in again.stdout
+    assert (tmp_path / "runs/default/checkpoints/1").is_dir()
+    export = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "runs/default/export/v1")
+    assert export.config.hidden_size == 64
+    again = run(*SHORT, cwd=tmp_path)  # a second call finds the run complete and only re-exports
+    assert again.returncode == 0 and "done: 1 steps" in again.stdout
 
 
 def test_dry_run_prints_resolved_config_and_memory_plan_for_a_mesh_without_devices(tmp_path):
@@ -30,6 +39,15 @@ def test_dry_run_prints_resolved_config_and_memory_plan_for_a_mesh_without_devic
     assert result.returncode == 0, result.stderr
     assert "shape: 3x8" in result.stdout and "remat: dots" in result.stdout
     assert "data=3 x fsdp=8 x tensor=1" in result.stdout and "per device" in result.stdout
+
+
+def test_reference_config_dry_run_plans_27b_on_3x8(tmp_path):
+    config = str(REPO / "configs/qwen3-27b-3x8-h100.yaml")
+    result = run("--config", config, "--mesh", "3x8", "--dry-run", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = " ".join(result.stdout.split())
+    assert "27.23B parameters" in out and "learning_rate: 1.0e-06" in out and "groups: 18" in out
+    assert "parameters 6.8 GB + optimizer state 27.2 GB + gradients 13.6 GB" in out
 
 
 def test_mesh_that_does_not_fit_the_machine_is_a_clear_error(tmp_path):
