@@ -24,6 +24,7 @@ from flax import nnx
 
 from envs import Task, load_tasks, open_session
 from envs.chat_endpoint import ChatClient
+from envs.thinkingbox import is_benchmark_task
 from envs.users.llm import LlmUser
 from envs.users.scripted import ScriptedUser
 from rollout.engines.sglang import SGLangEngine
@@ -40,7 +41,6 @@ from tbjax.publish import publish_weights
 from tbjax.train_step import GRPOTrainer, TrainState
 
 log = logging.getLogger(__name__)
-BENCHMARK_PREFIXES = ("thinkingbox",)  # evaluation-only suites: never trained on
 
 
 def training_tasks(config: TrainConfig) -> list[Task]:
@@ -54,7 +54,7 @@ def training_tasks(config: TrainConfig) -> list[Task]:
             raise ConfigError(f"{config.tasks.selected} names {len(missing)} tasks that are not train-split tasks "
                               f"of the configured domains (e.g. {missing[0]}); re-run rollout.select")
         tasks = [by_id[i] for i in wanted]
-    banned = [t.id for t in tasks if t.id.startswith(BENCHMARK_PREFIXES)]
+    banned = [t.id for t in tasks if is_benchmark_task(t.id)]
     if banned:
         raise ConfigError(f"benchmark task {banned[0]} is evaluation-only and must never be trained on")
     if not tasks:
