@@ -77,8 +77,7 @@ def run_selection(trials: Path, out: Path, config: SelectionConfig, *, reference
     inputs = [_input_entry(trials)] + ([_input_entry(reference)] if reference else [])
     manifest = {
         "inputs": inputs, "outputs": {name: _sha256(data) for name, data in files.items()},
-        "settings": {**dataclasses.asdict(config), "benchmark_ids": sorted(exclusion.ids),
-                     "benchmark_prefixes": list(exclusion.prefixes)},
+        "settings": {**dataclasses.asdict(config), "benchmark_exclusion": exclusion.describe()},
         "counts": {"candidates": len(rows), "selected": len(chosen), "per_band": per_band,
                    "reasons": dict(sorted(Counter(row["reason"] for row in rows).items())),
                    "system_error_trials": sum(errors.values())},

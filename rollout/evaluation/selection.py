@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rollout.metrics import TaskCounts, band_masses, jeffreys_interval, most_probable_band
@@ -56,22 +56,32 @@ BENCHMARK_MODULES = ("envs.thinkingbox",)
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkExclusion:
-    """Task ids and id prefixes that must never be trained on."""
+    """Task ids, id prefixes and predicates (e.g. `envs.thinkingbox.is_benchmark_task`) that mark tasks that
+    must never be trained on."""
 
     ids: frozenset[str] = frozenset()
     prefixes: tuple[str, ...] = ()
+    predicates: tuple[Callable[[str], bool], ...] = ()
 
     def __contains__(self, task_id: object) -> bool:
-        return isinstance(task_id, str) and (task_id in self.ids or task_id.startswith(self.prefixes))
+        return isinstance(task_id, str) and (task_id in self.ids or task_id.startswith(self.prefixes)
+                                             or any(predicate(task_id) for predicate in self.predicates))
 
-    def merged(self, ids: Iterable[str] = (), prefixes: Iterable[str] = ()) -> BenchmarkExclusion:
-        return BenchmarkExclusion(self.ids | frozenset(ids), tuple(sorted({*self.prefixes, *prefixes})))
+    def merged(self, ids: Iterable[str] = (), prefixes: Iterable[str] = (),
+               predicates: Iterable[Callable[[str], bool]] = ()) -> BenchmarkExclusion:
+        return BenchmarkExclusion(self.ids | frozenset(ids), tuple(sorted({*self.prefixes, *prefixes})),
+                                  (*self.predicates, *predicates))
+
+    def describe(self) -> dict[str, list[str]]:
+        """What the manifest records: ids, prefixes and the predicates' qualified names."""
+        return {"ids": sorted(self.ids), "prefixes": list(self.prefixes),
+                "predicates": [f"{p.__module__}.{p.__qualname__}" for p in self.predicates]}
 
 
 def benchmark_exclusion(modules: Sequence[str] = BENCHMARK_MODULES) -> BenchmarkExclusion:
     """The hook for evaluation-only suites: each importable module in `modules` may export
-    `BENCHMARK_TASK_IDS` (iterable of ids) and/or `BENCHMARK_TASK_PREFIXES` (tuple of id prefixes); all of
-    them are refused. A suite that is not installed contributes nothing."""
+    `is_benchmark_task(task_id) -> bool`, `BENCHMARK_TASK_IDS` (iterable of ids) and `BENCHMARK_TASK_PREFIXES`
+    (tuple of id prefixes); all of them are refused. A suite that is not installed contributes nothing."""
     exclusion = BenchmarkExclusion()
     for name in modules:
         try:
@@ -80,8 +90,10 @@ def benchmark_exclusion(modules: Sequence[str] = BENCHMARK_MODULES) -> Benchmark
             found = False
         if found:
             module = importlib.import_module(name)
+            predicate = getattr(module, "is_benchmark_task", None)
             exclusion = exclusion.merged(getattr(module, "BENCHMARK_TASK_IDS", ()),
-                                         getattr(module, "BENCHMARK_TASK_PREFIXES", ()))
+                                         getattr(module, "BENCHMARK_TASK_PREFIXES", ()),
+                                         [predicate] if callable(predicate) else [])
     return exclusion
 
 

@@ -89,10 +89,17 @@ def test_gate_and_benchmark_refusals():
 
 
 def test_benchmark_hook_reads_suite_modules(tmp_path, monkeypatch):
-    (tmp_path / "fake_suite.py").write_text("BENCHMARK_TASK_PREFIXES = ('suite/',)\nBENCHMARK_TASK_IDS = ['x']\n")
+    (tmp_path / "fake_suite.py").write_text("BENCHMARK_TASK_PREFIXES = ('suite/',)\nBENCHMARK_TASK_IDS = ['x']\n"
+                                            "def is_benchmark_task(task_id):\n    return task_id.endswith('!')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     exclusion = benchmark_exclusion(("fake_suite", "not_installed_suite", "missing_pkg.sub"))
     assert exclusion.prefixes == ("suite/",) and exclusion.ids == frozenset({"x"})
+    assert "suite/1" in exclusion and "x" in exclusion and "other!" in exclusion and "other" not in exclusion
+    assert exclusion.describe()["predicates"] == ["fake_suite.is_benchmark_task"]
+
+
+def test_thinkingbox_tasks_are_refused_by_default():
+    assert "thinkingbox/retail/001" in benchmark_exclusion()  # envs.thinkingbox.is_benchmark_task
 
 
 def write_trials(path, outcomes):
@@ -109,7 +116,8 @@ def write_trials(path, outcomes):
 
 
 OUTCOMES = {"telecom/easy/000": "PPPPPPFP", "telecom/hard/000": "FFPFFFFF", "telecom/never/000": "FFFFFFFF",
-            "clinic/medium/000": "PFPFEEPF", "clinic/short/000": "PPEEEEEE", "thinkingbox/retail/001": "PFPFPFPF"}
+            "clinic/medium/000": "PFPFEEPF", "clinic/short/000": "PPEEEEEE", "thinkingbox/retail/001": "PFPFPFPF",
+            "bench/x/001": "PFPFPFPF"}
 
 
 def test_cli_writes_reproducible_outputs_and_excludes_system_errors(tmp_path):
@@ -118,7 +126,7 @@ def test_cli_writes_reproducible_outputs_and_excludes_system_errors(tmp_path):
     outs = []
     for name in ("one", "two"):
         out = tmp_path / name
-        args = ["--from-trials", str(trials), "--out", str(out), "--exclude-prefix", "thinkingbox/"]
+        args = ["--from-trials", str(trials), "--out", str(out), "--exclude-prefix", "bench/"]
         assert select_cli.main(args) == 0
         outs.append(out)
     files = ["selected.yaml", "aggregates.jsonl", "manifest.json", "bands.png"]
@@ -128,7 +136,8 @@ def test_cli_writes_reproducible_outputs_and_excludes_system_errors(tmp_path):
     assert (rows["clinic/medium/000"]["n"], rows["clinic/medium/000"]["k"]) == (6, 3)
     assert rows["clinic/medium/000"]["system_errors"] == 2
     assert rows["clinic/short/000"]["reason"] == "too_few_clean_runs"
-    assert rows["thinkingbox/retail/001"]["reason"] == "benchmark_task"
+    assert rows["thinkingbox/retail/001"]["reason"] == "benchmark_task"  # refused without being asked
+    assert rows["bench/x/001"]["reason"] == "benchmark_task"
     selected = yaml.safe_load((outs[0] / "selected.yaml").read_text())["tasks"]
     assert selected == sorted(r["task_id"] for r in rows.values() if r["selected"]) and selected
     manifest = json.loads((outs[0] / "manifest.json").read_text())
