@@ -4,6 +4,7 @@
     python -m rollout.evaluate --engine sglang --url http://h:30000 --tokenizer DIR --out runs/eval
     python -m rollout.evaluate --engine openai --base-url URL --model NAME --api-key-env VAR --out runs/eval
     python -m rollout.evaluate --from-trials runs/eval/trials.jsonl --out runs/eval2   # recompute only
+    python -m rollout.evaluate ... --thinkingbox-data CLONE --thinkingbox-python PY --user-base-url URL ...
 
 Why k trials: one run per task measures pass@1 but not reliability; the share of tasks solved in every one of
 k trials (observed k/k) and pass^k are what a deployment cares about. Output under --out: trials.jsonl (one
@@ -33,6 +34,7 @@ from rollout.evaluation.engines import add_engine_flags, trial_runner_from_flags
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.report import markdown_report, write_plots
 from rollout.evaluation.runner import TrialRunner, run_trials
+from rollout.evaluation.suites import add_suite_flags, load_thinkingbox
 from rollout.evaluation.summary import summarize, task_rows
 from rollout.records import TrialLog, TrialRecord, atomic_write, canonical_json, read_records
 
@@ -98,6 +100,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--limit", type=int, help="only the first N tasks")
     p.add_argument("--title", help="report title")
     add_engine_flags(p)
+    add_suite_flags(p)
     return p.parse_args(argv)
 
 
@@ -106,6 +109,14 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     if args.from_trials:
         return write_reports(read_records(args.from_trials), args.out, prices=prices,
                              title=args.title or f"Evaluation from {args.from_trials.name}")
+    if args.thinkingbox_data:
+        suite = load_thinkingbox(args)
+        try:
+            async with trial_runner_from_flags(args, opener=suite.open) as runner:
+                return await evaluate(suite.tasks, runner, out=args.out, k=args.k, resume=args.resume,
+                                      concurrency=args.concurrency, prices=prices, title=args.title)
+        finally:
+            await suite.aclose()
     tasks = select_tasks(args)
     async with trial_runner_from_flags(args) as runner:
         return await evaluate(tasks, runner, out=args.out, k=args.k, resume=args.resume,

@@ -101,9 +101,12 @@ def start_embedded(model_dir: str | Path, *, servers: int = 1, server_args: str 
 
 
 @contextlib.asynccontextmanager
-async def trial_runner_from_flags(args: argparse.Namespace) -> AsyncIterator[TrialRunner]:
-    """The trial runner the flags describe; servers and clients it starts are stopped on exit."""
-    config, opener, name = episode_config(args), session_opener(args), model_name(args)
+async def trial_runner_from_flags(args: argparse.Namespace, opener: SessionOpener | None = None
+                                  ) -> AsyncIterator[TrialRunner]:
+    """The trial runner the flags describe (episodes opened by `opener`, e.g. a suite's, else by the built-in
+    domains' opener with the user the flags name); servers and clients it starts are stopped on exit."""
+    config, name = episode_config(args), model_name(args)
+    opener = opener or session_opener(args)
     if args.engine == "openai":
         if not (args.base_url and args.model):
             raise SystemExit("--engine openai needs --base-url and --model (and --api-key-env if it needs a key)")
