@@ -97,12 +97,18 @@ class GroupScheduler(Generic[T]):
     """Fills one batch per `next_batch()` call from a task iterator the caller owns (and checkpoints)."""
 
     def __init__(self, tasks: Iterator[T], run_episode: EpisodeRunner[T], config: GroupConfig,
-                 infrastructure_errors: tuple[type[BaseException], ...] = (EngineError,)) -> None:
+                 infrastructure_errors: tuple[type[BaseException], ...] = (EngineError,), first_draw: int = 0) -> None:
         self._tasks = tasks
         self._run_episode = run_episode
         self.config = config
         self._infrastructure_errors = infrastructure_errors
-        self._draws = 0  # group ids stay unique across batches
+        self._draws = first_draw  # group ids stay unique across batches (and across a resume: see `draws`)
+
+    @property
+    def draws(self) -> int:
+        """Tasks drawn so far: checkpoint it and pass it back as `first_draw` so a resumed run names (and
+        seeds) its groups exactly as the uninterrupted run would."""
+        return self._draws
 
     async def next_batch(self) -> Batch[T]:
         config = self.config

@@ -28,7 +28,7 @@ from envs.thinkingbox import is_benchmark_task
 from envs.users.llm import LlmUser
 from envs.users.scripted import ScriptedUser
 from rollout.engines.sglang import SGLangEngine
-from rollout.episode import run_episode
+from rollout.episode import SessionOpener, run_episode
 from rollout.groups import GroupScheduler
 from rollout.interpret import Interpreter
 from tbjax.checkpoint import Checkpointer
@@ -86,6 +86,7 @@ class Run:
     metrics: MetricsLog
     model_dir: Path
     step: int = 0
+    draws: int = 0  # tasks the group scheduler has drawn (group ids and sampling seeds derive from it)
 
     @property
     def directory(self) -> Path:
@@ -139,7 +140,8 @@ async def train_step(run: Run, scheduler: GroupScheduler) -> dict[str, Any]:
     final = run.step == config.train.steps
     if run.checkpointer.due(run.step, final):
         run.checkpointer.save(run.step, run.state, run.iterator.get_state(), {
-            "fingerprint": config.fingerprint(), "tasks": task_manifest_hash(run.tasks), "seed": config.rollout.seed})
+            "fingerprint": config.fingerprint(), "tasks": task_manifest_hash(run.tasks), "seed": config.rollout.seed,
+            "draws": scheduler.draws})
     save_s = time.perf_counter() - start
     publish_s = await _publish(run, str(run.step)) if packed is not None else 0.0
     counts = batch.counts
@@ -167,14 +169,14 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
                                 keep=config.train.keep_checkpoints)
     state = trainer.init_state(model)
-    iterator, step = iter(dataset), 0
+    iterator, step, draws = iter(dataset), 0, 0
     latest = checkpointer.latest_step() if config.train.resume == "auto" else None
     if latest is not None:
         state, data_state, record = checkpointer.restore(latest, state, config.fingerprint(),
                                                          config.train.allow_config_change)
         state = trainer.shard_state(state)
         iterator.set_state(data_state)
-        step = int(record["step"])
+        step, draws = int(record["step"]), int(record["draws"])
         log.info("resumed from %s at step %d", config.run.directory / "checkpoints", step)
     if config.rollout.engine == "embedded":
         engine = JaxEngine(trainer.model_for(state.params), slots=config.rollout.slots,
@@ -186,13 +188,15 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
         engine = SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step))
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     metrics = MetricsLog(config.run.directory / "metrics.jsonl")
-    return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step)
+    return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step,
+               draws)
 
 
-async def train(run: Run) -> Path:
-    """Runs the remaining steps; returns the final HF export."""
+async def train(run: Run, opener: SessionOpener | None = None) -> Path:
+    """Runs the remaining steps; returns the final HF export. `opener` opens each episode's environment
+    session (default: built-in domains with the configured user simulator)."""
     config = run.config
-    opener = functools.partial(open_session, user=_user_factory(config))
+    opener = opener or functools.partial(open_session, user=_user_factory(config))
 
     async def episode(task: Task, group_id: str, member: int):
         result = await run_episode(task, run.engine, run.interpreter, group_id=group_id, config=config.episode,
@@ -200,7 +204,7 @@ async def train(run: Run) -> Path:
                                    seed=episode_seed(config.rollout.seed, run.step, group_id, member))
         return result.trajectory
 
-    scheduler = GroupScheduler(_task_stream(run), episode, config.groups)
+    scheduler = GroupScheduler(_task_stream(run), episode, config.groups, first_draw=run.draws)
     if run.step and isinstance(run.engine, SGLangEngine):
         await _publish(run, str(run.step))  # servers start from the base checkpoint
     while run.step < config.train.steps:

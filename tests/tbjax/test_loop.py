@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import transformers
 
-from envs import load_tasks
+from envs import load_tasks, open_session
 from envs.tasks import Rubric
+from envs.users.scripted import ScriptedUser
 from tbjax.config import load_config
 from tbjax.loop import build_run, train
 from tbjax.models import from_pretrained
@@ -27,18 +28,28 @@ def signal_tasks(model_dir, n: int = 6):
     return [t.model_copy(update={"rubrics": [rubric]}) for t in infos]
 
 
+async def brief_session(task):
+    """The real session (sandbox, MCP tools, scripted user, grading) with a one-line system prompt and one
+    tool, so that the loop's CPU cost is the loop's and not a 3k-token policy prompt's."""
+    session = await open_session(task, user=ScriptedUser)
+    session.system_messages = [{"role": "system", "content": "You are a telecom support agent. Be brief."}]
+    session.tool_schemas = session.tool_schemas[:1]
+    return session
+
+
 def config_for(root, steps: int):
     return load_config(overrides=[
         f"run.root={root}", "run.name=resume", f"train.steps={steps}", "train.checkpoint_every=1",
-        "episode.max_turns=1", "episode.max_tokens_per_turn=16", "groups.groups=2", "groups.group_size=4",
-        "groups.max_extra_rounds=3", "optim.learning_rate=1e-4",
+        "train.row_len=512", "rollout.max_len=1024", "episode.token_budget=512", "episode.max_turns=1",
+        "episode.max_tokens_per_turn=16", "groups.groups=2", "groups.group_size=4", "groups.max_extra_rounds=3",
+        "optim.learning_rate=1e-4",
     ])
 
 
 def run_steps(model_dir, root, steps: int):
     config = config_for(root, steps)
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
-    asyncio.run(train(run))
+    asyncio.run(train(run, opener=brief_session))
     return run
 
 
