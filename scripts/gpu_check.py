@@ -1,0 +1,120 @@
+"""One prepared run for a lent GPU (see scripts/gpu_check.sh): numbers for the issue notes.
+
+1. Parity: tiny random Qwen3 / Qwen2 / Qwen3-MoE made by torch + transformers; tbjax logits on the GPU (fp32,
+   highest matmul precision) against transformers on the CPU.
+2. One GRPO update of the largest Qwen3 shape in SHAPES that fits: tokens/s and MFU (6 x params x tokens / s
+   over the chip's dense bf16 peak), bf16 params and compute, full remat, float32 AdamW moments.
+3. JaxEngine decode tokens/s at 1, 8, 32 and 64 concurrent sequences on the tiny model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
+SHAPES = {  # (hidden, layers, heads, kv heads, intermediate), Qwen3-like with head_dim 128 and vocab 151936
+    "qwen3-8b": (4096, 36, 32, 8, 12288),
+    "qwen3-4b": (2560, 36, 32, 8, 9728),
+    "qwen3-1.7b": (2048, 28, 16, 8, 6144),
+}
+
+
+def parity() -> None:
+    import torch
+    import transformers
+    from make_tiny_model import make_checkpoint
+
+    from tbjax.models import from_pretrained
+
+    jax.config.update("jax_default_matmul_precision", "highest")
+    for arch in ("qwen3", "qwen2", "qwen3-moe"):
+        path = make_checkpoint(Path(tempfile.mkdtemp()) / arch, arch)
+        ids = np.random.default_rng(0).integers(0, 500, size=(2, 64))
+        with torch.no_grad():
+            ref = transformers.AutoModelForCausalLM.from_pretrained(path).eval()(torch.tensor(ids)).logits.numpy()
+        got = np.asarray(from_pretrained(path)(jnp.asarray(ids, jnp.int32)))
+        print(f"parity {arch:10s} on {jax.devices()[0].device_kind}: max |diff| {np.abs(got - ref).max():.2e}")
+    jax.config.update("jax_default_matmul_precision", "default")
+
+
+def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
+    from flax import nnx
+
+    from rollout.trajectory import Trajectory
+    from tbjax.grpo import LossConfig
+    from tbjax.models import ModelConfig, Qwen, RuntimeConfig
+    from tbjax.packing import batch_from_groups
+    from tbjax.train_step import GRPOTrainer
+
+    hidden, layers, heads, kv, inter = SHAPES[name]
+    cfg = ModelConfig.from_hf_dict({"model_type": "qwen3", "vocab_size": 151936, "hidden_size": hidden,
+                                    "intermediate_size": inter, "num_hidden_layers": layers,
+                                    "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": 128,
+                                    "tie_word_embeddings": False, "rope_theta": 1e6},
+                                   RuntimeConfig("bfloat16", "bfloat16", "cudnn", "full", True))
+    try:
+        model = Qwen(cfg, nnx.Rngs(0))
+        trainer = GRPOTrainer(model, LossConfig(), logprob_chunk=16384)
+        state = trainer.init_state(model)
+        rng = np.random.default_rng(0)
+        def episode(group: int, member: int) -> Trajectory:
+            ids = [int(x) for x in rng.integers(0, 150000, size=seq)]
+            return Trajectory("t", f"g{group}", ids, [0] * 64 + [1] * (seq - 64), [0.0] * 64 + [-1.0] * (seq - 64),
+                              ["0"], float(member % 2), "user_done")
+
+        groups = [[episode(g, m) for m in range(2)] for g in range(rows // 2)]
+        batch = batch_from_groups(groups, LossConfig(), seq, 1)
+        state, _ = trainer.update(state, batch)  # compile
+        jax.block_until_ready(state.params)
+        start = time.perf_counter()
+        steps = 3
+        for _ in range(steps):
+            state, metrics = trainer.update(state, batch)
+        jax.block_until_ready(state.params)
+        seconds = (time.perf_counter() - start) / steps
+    except Exception as error:  # noqa: BLE001 - out of memory means: try the next smaller shape
+        print(f"grpo {name}: does not fit or failed ({type(error).__name__}: {str(error)[:200]})")
+        return False
+    tokens = rows * seq
+    kind = jax.devices()[0].device_kind
+    peak = next((v for k, v in PEAK_BF16.items() if k in kind), None)
+    flops = 3 * cfg.flops_per_token(seq) * tokens
+    mfu = f"{flops / seconds / peak:.1%}" if peak else "n/a"
+    peak_memory = jax.devices()[0].memory_stats().get("peak_bytes_in_use", 0) / 1e9
+    print(f"grpo {name} ({cfg.num_params() / 1e9:.2f}B) on {kind}: {tokens / seconds:,.0f} tokens/s, "
+          f"{seconds:.2f} s/update, MFU {mfu}, {peak_memory:.1f} GB peak device memory")
+    return True
+
+
+def engine_decode() -> None:
+    from bench.rollout_throughput import jax_tokens_per_second, prompts
+
+    from tbjax.assets.tiny import make_flax_checkpoint
+    from tbjax.engine import JaxEngine
+    from tbjax.models import from_pretrained
+
+    model = from_pretrained(make_flax_checkpoint(Path(tempfile.mkdtemp()) / "tiny"))
+    for n in (1, 8, 32, 64):
+        engine = JaxEngine(model, slots=64, max_len=512)
+        rate = jax_tokens_per_second(engine, prompts(n, 128, model.config.vocab_size), 256)
+        print(f"JaxEngine decode, {n:2d} concurrent: {rate:,.0f} tokens/s")
+        asyncio.run(engine.close())
+
+
+if __name__ == "__main__":
+    print(jax.__version__, jax.devices())
+    parity()
+    for shape in SHAPES:
+        if grpo_update(shape):
+            break
+    engine_decode()
