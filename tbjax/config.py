@@ -76,6 +76,7 @@ class RolloutSection(Section):
     slots: int = 64  # embedded engine: concurrent sequences
     max_len: int = 110_000  # embedded engine: tokens per sequence (the episode budget plus headroom)
     prefill_chunk: int = 512
+    deterministic: bool = False  # embedded engine: rollouts independent of batching (bitwise resume), slower
     tool_call_format: Literal["hermes", "qwen3_xml"] = "hermes"
     seed: int = 0  # sampling seeds derive from it, the step and the episode
 

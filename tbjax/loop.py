@@ -181,7 +181,8 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     if config.rollout.engine == "embedded":
         engine = JaxEngine(trainer.model_for(state.params), slots=config.rollout.slots,
                            max_len=config.rollout.max_len, weight_version=str(step),
-                           prefill_chunk=config.rollout.prefill_chunk)
+                           prefill_chunk=config.rollout.prefill_chunk,
+                           deterministic=config.rollout.deterministic)
     else:
         if not config.rollout.sglang_urls:
             raise ConfigError("rollout.engine=sglang needs rollout.sglang_urls (the servers' base URLs)")

@@ -34,12 +34,16 @@ MIN_KV_BUCKET = 64
 
 class JaxEngine:
     def __init__(self, model: Qwen, *, slots: int = 8, max_len: int = 4096, weight_version: str = "0",
-                 seed: int = 0, prefill_chunk: int = 512):
+                 seed: int = 0, prefill_chunk: int = 512, deterministic: bool = False):
         self.config = model.config
         self.mesh = model.mesh
         self.graphdef, self.state = nnx.split(model)
         self.max_len = max_len
         self.prefill_chunk = prefill_chunk  # long prompts run in chunks: attention memory ~ chunk x length
+        # deterministic: a request's tokens depend only on the request (seeded), never on what else runs:
+        # no prefix reuse (cached keys came from another path) and decode attends over the whole cache
+        # (the reduction's shape never changes). Slower; for bitwise-reproducible training runs.
+        self.deterministic = deterministic
         self.weight_version = weight_version
         self.cache: KVCache | None = KVCache.zeros(self.config, slots, max_len)
         self.table = SlotTable(slots)
@@ -187,8 +191,11 @@ class JaxEngine:
                 break
             request = self._pending.popleft()
             request.weight_version = self.weight_version
-            request.cached_tokens = assignment[1]
-            admitted.append(assignment)
+            slot, reused = assignment
+            if self.deterministic:
+                slot.tokens, reused = [], 0
+            request.cached_tokens = reused
+            admitted.append((slot, reused))
         return admitted
 
     def _seed(self, request: Request) -> int:
@@ -221,6 +228,8 @@ class JaxEngine:
         starts = [len(s.tokens) if s.busy else scratch for s in slots]
         tokens = np.asarray([[s.request.output_ids[-1] if s.busy else 0] for s in slots], np.int32)
         kv_len = max(bucket(max(len(s.tokens) for s in slots if s.busy) + 1, self.max_len), MIN_KV_BUCKET)
+        if self.deterministic:
+            kv_len = self.max_len
         next_tokens, logprobs = self._step(slots, tokens, starts, [0] * len(slots), kv_len)
         for i, slot in enumerate(slots):
             if slot.busy:

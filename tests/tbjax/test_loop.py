@@ -40,7 +40,8 @@ async def brief_session(task):
 def config_for(root, steps: int):
     return load_config(overrides=[
         f"run.root={root}", "run.name=resume", f"train.steps={steps}", "train.checkpoint_every=1",
-        "train.row_len=512", "rollout.max_len=1024", "episode.token_budget=512", "episode.max_turns=1",
+        "train.row_len=512", "rollout.max_len=1024", "rollout.deterministic=true", "episode.token_budget=512",
+        "episode.max_turns=1",
         "episode.max_tokens_per_turn=16", "groups.groups=2", "groups.group_size=4", "groups.max_extra_rounds=3",
         "optim.learning_rate=1e-4",
     ])

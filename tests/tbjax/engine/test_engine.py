@@ -172,3 +172,22 @@ def test_chunked_prefill_equals_one_shot_prefill(model):
     np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
     run(chunked.close())
     run(whole.close())
+
+
+def test_deterministic_mode_samples_independently_of_batching(model):
+    """With deterministic=True a seeded request's tokens and log-probs do not depend on its neighbours or
+    on cached prefixes: the property bitwise-resumable training rests on."""
+    ids, params = prompt(11, 40), SamplingParams(max_new_tokens=12, seed=9, **REFERENCE_SAMPLING)
+
+    async def alone_and_crowded():
+        engine = JaxEngine(model, slots=4, max_len=128, deterministic=True)
+        alone = await engine.generate(ids, params)
+        others = [engine.generate(prompt(20 + i, 10 + 13 * i), SamplingParams(max_new_tokens=30, seed=i))
+                  for i in range(3)]
+        crowded, *_ = await asyncio.gather(engine.generate(ids, params), *others)
+        await engine.close()
+        return alone, crowded
+
+    alone, crowded = run(alone_and_crowded())
+    assert crowded.cached_tokens == 0
+    assert alone.output_ids == crowded.output_ids and alone.logprobs == crowded.logprobs
