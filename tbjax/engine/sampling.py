@@ -32,19 +32,34 @@ class RowSampling:
                    np.asarray(m, np.float32))
 
 
+def _largest_threshold(probs: jax.Array, measure, target: jax.Array, iterations: int = 40) -> jax.Array:
+    """Per row, (up to 2^-iterations of the top probability) the largest t with measure(probs >= t) >= target,
+    by bisection: [rows, vocab] elementwise passes instead of a sort, which XLA's CPU backend does slowly."""
+    low = jnp.zeros(probs.shape[:1], probs.dtype)
+    high = jnp.max(probs, axis=-1) * 1.000001
+
+    def halve(_, bounds):
+        low, high = bounds
+        mid = (low + high) / 2
+        ok = measure(probs >= mid[:, None]) >= target
+        return jnp.where(ok, mid, low), jnp.where(ok, high, mid)
+
+    return jax.lax.fori_loop(0, iterations, halve, (low, high))[0]
+
+
 def truncation_mask(scaled: jax.Array, params: RowSampling) -> jax.Array:
-    """[rows, vocab] bool: the tokens top-k, top-p (nucleus) and min-p leave eligible."""
+    """[rows, vocab] bool: the tokens top-k, top-p (nucleus: the most likely tokens until their mass reaches
+    top_p, the crossing token included) and min-p leave eligible; the most likely token always is."""
+    probs = jax.nn.softmax(scaled, axis=-1)
     vocab = scaled.shape[-1]
-    order = jnp.argsort(-scaled, axis=-1)
-    sorted_logits = jnp.take_along_axis(scaled, order, axis=-1)
-    sorted_probs = jax.nn.softmax(sorted_logits, axis=-1)
-    rank = jnp.arange(vocab)[None, :]
-    top_k = jnp.where(params.top_k > 0, params.top_k, vocab)[:, None]
-    mass_before = jnp.cumsum(sorted_probs, axis=-1) - sorted_probs
-    keep_sorted = (rank < top_k) & (mass_before < params.top_p[:, None])
-    keep_sorted &= sorted_probs >= params.min_p[:, None] * sorted_probs[:, :1]
-    keep_sorted = keep_sorted.at[:, 0].set(True)  # the most likely token always survives
-    return jnp.zeros_like(keep_sorted).at[jnp.arange(scaled.shape[0])[:, None], order].set(keep_sorted)
+    top_k = jnp.where(params.top_k > 0, jnp.minimum(params.top_k, vocab), vocab).astype(probs.dtype)
+    k_threshold = _largest_threshold(probs, lambda kept: jnp.sum(kept, axis=-1), top_k)
+    p_threshold = _largest_threshold(probs, lambda kept: jnp.sum(jnp.where(kept, probs, 0.0), axis=-1),
+                                     params.top_p)
+    p_threshold = jnp.where(params.top_p >= 1.0, 0.0, p_threshold)
+    keep = (probs >= k_threshold[:, None]) & (probs >= p_threshold[:, None])
+    keep &= probs >= (params.min_p * jnp.max(probs, axis=-1))[:, None]
+    return keep | (jnp.arange(vocab)[None, :] == jnp.argmax(scaled, axis=-1)[:, None])
 
 
 def sample(logits: jax.Array, keys: jax.Array, params: RowSampling) -> tuple[jax.Array, jax.Array]:
