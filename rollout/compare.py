@@ -7,7 +7,8 @@ trial passed in one, none in the other), overall and per domain.
 
 DIR/compare.json: `a`, `b` (summaries as in summary.json), `delta` (b - a, same keys; null where either side
 is null), `ci` (95% bootstrap intervals of the score deltas, same keys as the scores; tokens and cost have
-deltas but no interval), `gained`, `lost`. DIR/compare.md: the headline table.
+deltas but no interval), `gained`, `lost`. DIR/compare.md: the headline table. DIR/domains.png: pass@1 per
+domain, a beside b (rollout.plots.compare_domains_png).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.summary import campaign_k, summarize
 from rollout.metrics import TaskCounts, paired_bootstrap_ci, per_task_scores, reported_ks
+from rollout.plots import compare_domains_png
 from rollout.records import TrialRecord, atomic_write, canonical_json, read_records, task_counts
 
 log = logging.getLogger("rollout.compare")
@@ -129,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     atomic_write(args.out / "compare.json", canonical_json(result))
     atomic_write(args.out / "compare.md", markdown(result, (args.a.name, args.b.name)))
+    compare_domains_png(args.out / "compare.json", args.out / "domains.png", (f"a: {args.a.name}", f"b: {args.b.name}"))
     log.info("pass@1 %s -> %s; written to %s", result["a"]["pass@1"], result["b"]["pass@1"], args.out)
     return 0
 

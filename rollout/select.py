@@ -9,7 +9,7 @@ Writes atomically, reproducible byte for byte from the same inputs and settings 
 - selected.yaml    `tasks:` the selected task ids, sorted (what the trainer reads)
 - aggregates.jsonl per task: n, k, system_errors, posterior band masses, band, 95% interval, gate, reason
 - manifest.json    inputs' and outputs' sha256, settings, tasks per band, reasons
-- bands.png        tasks per band, hardest band first
+- bands.png        tasks per band (hardest first; kept bands coloured apart), labelled
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from typing import Any
 import yaml
 
 from rollout.evaluate import TRIALS_FILE, select_tasks
+from rollout.evaluation.charts import png_bytes
 from rollout.evaluation.engines import add_engine_flags, trial_runner_from_flags
-from rollout.evaluation.png import PALETTE, bar_chart_png
+from rollout.evaluation.figures import bands_figure
 from rollout.evaluation.runner import run_trials
 from rollout.evaluation.selection import (
     BAND_EDGES,
@@ -71,8 +72,7 @@ def run_selection(trials: Path, out: Path, config: SelectionConfig, *, reference
     files = {
         "selected.yaml": yaml.safe_dump({"tasks": chosen}, sort_keys=True, default_flow_style=False).encode(),
         "aggregates.jsonl": "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows).encode(),
-        "bands.png": bar_chart_png([per_band[name] for name in config.band_names], max(1, *per_band.values()),
-                                   colors=PALETTE),
+        "bands.png": png_bytes(bands_figure(per_band, config.band_names, config.band_edges, config.keep)),
     }
     inputs = [_input_entry(trials)] + ([_input_entry(reference)] if reference else [])
     manifest = {

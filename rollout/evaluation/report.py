@@ -6,12 +6,12 @@ Jeffreys interval), then domains, system errors (beside the scores, never inside
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rollout.evaluation.png import PALETTE, write_bar_chart
+from rollout.evaluation.charts import write_png
+from rollout.evaluation.figures import domains_figure, success_histogram, successes_figure
 from rollout.metrics import jeffreys_interval
 
 
@@ -55,11 +55,10 @@ def markdown_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]], tit
     lines += _score_rows("**all**", summary)
     for name, block in summary["domains"].items():
         lines += _score_rows(name, block)
-    lines += ["", "![pass@1 per domain](domains.png)", "",
-              "Bars left to right: " + ", ".join(summary["domains"]) + " (pass@1, full height = 100%).", "",
-              "## Tasks by successes", "", "![tasks by successes](successes.png)", "",
-              "Bars left to right: tasks with 0, 1, ..., k successes: " + ", ".join(
-                  str(v) for v in success_histogram(rows, k)) + ". Per-task Jeffreys intervals: tasks.jsonl.", ""]
+    lines += ["", f"![pass@1, pass@{k} and observed {k}/{k} per domain](domains.png)", "",
+              "## Tasks by successes", "", "![tasks by number of successful trials](successes.png)", "",
+              "Tasks with 0, 1, ..., k successes: " + ", ".join(str(v) for v in success_histogram(rows, k))
+              + ". Per-task Jeffreys intervals: tasks.jsonl.", ""]
     errors = summary["system_errors"]
     lines += ["## System errors", ""]
     lines += [f"- {kind}: {count}" for kind, count in errors["by_kind"].items()] or ["- none"]
@@ -75,15 +74,7 @@ def markdown_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]], tit
     return "\n".join(lines)
 
 
-def success_histogram(rows: Sequence[dict[str, Any]], k: int) -> list[int]:
-    """Tasks with 0, 1, ..., k successes (tasks with a scored trial)."""
-    counts = Counter(r["c"] for r in rows if r["n"] > 0)
-    return [counts.get(c, 0) for c in range(max(k, max(counts, default=0)) + 1)]
-
-
 def write_plots(out: Path, summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[Path]:
-    """domains.png (pass@1 per domain) and successes.png (tasks per success count)."""
-    domains = [block["pass@1"] or 0.0 for block in summary["domains"].values()]
-    histogram = success_histogram(rows, summary["k"])
-    return [write_bar_chart(out / "domains.png", domains, 1.0, colors=PALETTE),
-            write_bar_chart(out / "successes.png", histogram, max(1, *histogram), bar_px=16, gap_px=4)]
+    """domains.png (scores per domain) and successes.png (tasks per success count)."""
+    return [write_png(out / "domains.png", domains_figure(summary)),
+            write_png(out / "successes.png", successes_figure(rows, summary["k"]))]

@@ -2,41 +2,15 @@
 prices (unknown -> null), the Markdown report and the PNG plots, all from records alone."""
 
 import json
-import struct
-import zlib
-
-import pytest
 
 from rollout import evaluate
+from rollout.evaluation.figures import domains_figure, successes_figure
 from rollout.records import TrialRecord, Usage
+from tests.rollout.chart_support import drawn, png_size
 from tests.rollout.campaign_support import records
 
 KEYS = {"tasks", "trials", "k", "pass@1", "pass@k", "pass^k", "observed_k_of_k", "system_errors", "tokens",
         "cost_usd", "domains"}
-
-
-def bar_heights(data: bytes) -> list[int]:
-    """Decode an 8-bit RGB PNG (filter 0 rows, as written) after checking every chunk's CRC, and measure the
-    coloured (not white, grey or black) pixels of each run of equal columns: one height per visible bar."""
-    assert data.startswith(b"\x89PNG\r\n\x1a\n")
-    pos, chunks = 8, {}
-    while pos < len(data):
-        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
-        assert struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])[0] == zlib.crc32(kind + body)
-        chunks[kind] = chunks.get(kind, b"") + body
-        pos += 12 + length
-    width, height, depth, color = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
-    assert (depth, color) == (8, 2)
-    raw = zlib.decompress(chunks[b"IDAT"])
-    rows = [raw[y * (1 + 3 * width) + 1:(y + 1) * (1 + 3 * width)] for y in range(height)]
-    column = [sum(1 for row in rows if len(set(row[3 * x:3 * x + 3])) > 1) for x in range(width)]
-    bars, previous = [], 0
-    for value in column:
-        if value and value != previous:
-            bars.append(value)
-        previous = value
-    return bars
 
 
 def campaign(tmp_path, with_errors: bool):
@@ -97,11 +71,18 @@ def test_system_errors_are_beside_the_scores_and_prices_give_cost(tmp_path):
     assert all(r["jeffreys_95"][0] < posterior_means[r["task_id"]] < r["jeffreys_95"][1] for r in rows if r["n"])
     assert {r["task_id"]: r["jeffreys_95"] for r in rows}["t0011"] is None
     histogram = [sum(1 for r in rows if r["n"] and r["c"] == c) for c in range(5)]
-    heights = bar_heights((out / "successes.png").read_bytes())
-    assert [h / max(heights) for h in heights] == pytest.approx([v / max(histogram) for v in histogram if v], abs=0.01)
-    domain_bars = bar_heights((out / "domains.png").read_bytes())
+    heights, annotations, ticks, legend = drawn(successes_figure(rows, 4).axes[0])
+    assert heights == histogram and annotations == [str(v) for v in histogram]  # kinds in c order here
+    assert ticks == ["0", "1", "2", "3", "4"]
+    assert legend == ["never passed", "sometimes passed", "all 4 passed (observed 4/4)"]
+    figure = domains_figure(summary)
+    heights, annotations, ticks, legend = drawn(figure.axes[0])
+    assert ticks == list(summary["domains"]) and legend == ["pass@1", "pass@4", "observed 4/4"]
     pass1 = [block["pass@1"] for block in summary["domains"].values()]
-    assert [h / max(domain_bars) for h in domain_bars] == pytest.approx([v / max(pass1) for v in pass1 if v], abs=0.01)
+    assert heights[:len(pass1)] == pass1 and annotations[:len(pass1)] == [f"{v:.0%}" for v in pass1]
+    assert "Scores per domain" in figure.axes[0].get_title() and figure.axes[0].get_ylabel()
+    for plot in ("domains.png", "successes.png"):
+        assert min(png_size(out / plot)) >= 400
 
 
 def test_bad_price_table_is_a_clear_error(tmp_path):

@@ -1,0 +1,106 @@
+"""Plots of a training run and of a before/after comparison, from the files those steps already write.
+
+- `learning_curves_png(run/metrics.jsonl, out)`: reward_mean and pass_rate per training step, with the steps
+  whose optimizer update was skipped (no informative group) marked, since a flat stretch of the curve means
+  something else there.
+- `compare_domains_png(compare/compare.json, out)`: pass@1 per domain before (campaign a) and after (b),
+  all domains pooled first, from `python -m rollout.compare`'s output.
+
+Both read only the files (no tbjax import: the trainer calls them after it wrote its metrics) and write the
+PNG atomically; charts are rollout.evaluation.charts'.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from rollout.evaluation.charts import default_style, grouped_bars, label_axes, new_figure, outside_legend, write_png
+
+CURVES = (("reward_mean", "reward mean (informative groups)"), ("pass_rate", "pass rate (scored episodes)"))
+
+
+def read_steps(metrics_jsonl: Path) -> list[dict[str, Any]]:
+    """The metrics lines that carry a step, one per step in step order; when a resumed run logged a step
+    again (the file is appended to), its last line wins. Raises ValueError naming the file when a line is not
+    JSON or no line has a step."""
+    steps: dict[int, dict[str, Any]] = {}
+    for number, line in enumerate(Path(metrics_jsonl).read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{metrics_jsonl}:{number} is not a JSON line ({error})") from error
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            steps[row["step"]] = row
+    if not steps:
+        raise ValueError(f"{metrics_jsonl} has no training steps (no JSON line with an integer \"step\"); "
+                         "expected the trainer's metrics.jsonl")
+    return [steps[step] for step in sorted(steps)]
+
+
+def _value(row: dict[str, Any], key: str) -> float:
+    """A metric as a float; NaN (a gap in the line) where it is missing or null."""
+    value = row.get(key)
+    return math.nan if value is None else float(value)
+
+
+def learning_curves_png(metrics_jsonl: Path, out: Path) -> Path:
+    """The trainer's metrics.jsonl as learning curves (learning_curves_figure) in the PNG `out`; returns `out`."""
+    return write_png(out, learning_curves_figure(read_steps(metrics_jsonl)))
+
+
+@default_style()
+def learning_curves_figure(rows: Sequence[dict[str, Any]]) -> Figure:
+    """Two panels over training steps: reward_mean and pass_rate (fractions in [0, 1]); null values are gaps,
+    skipped optimizer steps are marked on both. `rows`: read_steps' result."""
+    steps = [row["step"] for row in rows]
+    skipped = [row["step"] for row in rows if row.get("skipped")]
+    figure = new_figure(8.0, 6.0)
+    panels = figure.subplots(2, 1, sharex=True)
+    for axes, (key, label) in zip(panels, CURVES, strict=True):
+        axes.plot(steps, [_value(row, key) for row in rows], marker="o", markersize=3, label=key)
+        if skipped:
+            axes.plot(skipped, [0.0] * len(skipped), linestyle="none", marker="x", color="C3",
+                      label="optimizer step skipped")
+        axes.set_ylim(-0.05, 1.05)
+        label_axes(axes, label, "training step" if axes is panels[-1] else "", key)
+        outside_legend(axes)
+    figure.suptitle(f"Learning curves ({len(rows)} steps)")
+    return figure
+
+
+def _domain_scores(summary: dict[str, Any], domains: Sequence[str]) -> list[float | None]:
+    return [summary["pass@1"], *(summary["domains"].get(name, {}).get("pass@1") for name in domains)]
+
+
+def compare_domains_png(compare_json: Path, out: Path, names: tuple[str, str] = ("a (before)", "b (after)")
+                        ) -> Path:
+    """compare.json's per-domain pass@1 (compare_domains_figure) in the PNG `out`; returns `out`. Raises
+    ValueError naming the file when it lacks the a and b summaries."""
+    result = json.loads(Path(compare_json).read_text())
+    try:
+        figure = compare_domains_figure(result["a"], result["b"], names)
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"{compare_json} is not rollout.compare's compare.json (it needs `a` and `b` "
+                         f"summaries with pass@1 and domains): missing {error}") from error
+    return write_png(out, figure)
+
+
+@default_style()
+def compare_domains_figure(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str]) -> Figure:
+    """Grouped bars of pass@1, all domains pooled then each domain, campaign a beside campaign b (summaries
+    as in summary.json); a domain only one campaign ran shows "n/a" for the other."""
+    domains = sorted(set(a["domains"]) | set(b["domains"]))
+    figure = new_figure(max(6.0, 1.2 * len(domains) + 3), 4.5)
+    axes = figure.add_subplot()
+    grouped_bars(axes, ["all", *domains], {names[0]: _domain_scores(a, domains), names[1]: _domain_scores(b, domains)},
+                 value_format=".1%", top=1.0)
+    label_axes(axes, f"pass@1 per domain: {names[1]} vs {names[0]}", "domain", "pass@1 (share of scored trials)")
+    return figure

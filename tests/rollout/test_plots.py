@@ -1,0 +1,74 @@
+"""rollout.plots: learning curves from a trainer's metrics.jsonl and per-domain pass@1 from a compare.json,
+on synthetic inputs (what is drawn is read back from the figure; the file must be a PNG)."""
+
+import json
+import math
+
+import pytest
+
+from rollout import compare, plots
+from tests.rollout.campaign_support import records
+from tests.rollout.chart_support import drawn, png_size
+from tests.rollout.test_compare import write
+
+METRICS = [
+    {"step": 1, "reward_mean": 0.25, "pass_rate": 0.3, "skipped": False},
+    {"step": 2, "reward_mean": None, "pass_rate": 0.0, "skipped": True},  # no informative group
+    {"step": 3, "reward_mean": 0.5, "pass_rate": None, "skipped": False},
+    {"step": 3, "reward_mean": 0.75, "pass_rate": 0.6, "skipped": False},  # the resumed run's step 3
+    {"event": "resumed"},  # a line without a step is not a point
+]
+
+
+def test_learning_curves_from_metrics_lines(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in METRICS))
+    out = plots.learning_curves_png(path, tmp_path / "curves.png")
+    assert out == tmp_path / "curves.png" and min(png_size(out)) >= 400
+    figure = plots.learning_curves_figure(plots.read_steps(path))
+    reward, passing = figure.axes
+    (reward_line, reward_skips), (pass_line, _) = reward.get_lines(), passing.get_lines()
+    assert list(reward_line.get_xdata()) == [1, 2, 3]
+    values = list(reward_line.get_ydata())
+    assert values[0] == 0.25 and math.isnan(values[1]) and values[2] == 0.75  # null is a gap; last line wins
+    assert list(pass_line.get_ydata())[1:] == [0.0, 0.6]
+    assert list(reward_skips.get_xdata()) == [2]
+    assert [t.get_text() for t in reward.get_legend().get_texts()] == ["reward_mean", "optimizer step skipped"]
+    assert (reward.get_ylabel(), passing.get_ylabel(), passing.get_xlabel()) == ("reward_mean", "pass_rate",
+                                                                                  "training step")
+    assert "3 steps" in figure.get_suptitle()
+
+
+@pytest.mark.parametrize("text, message", [('{"event": "started"}\n', "no training steps"),
+                                           ("", "no training steps"), ('{"step": 1}\nnot json\n', ":2 is not")])
+def test_learning_curves_reject_a_file_without_steps(tmp_path, text, message):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        plots.learning_curves_png(path, tmp_path / "curves.png")
+    assert not (tmp_path / "curves.png").exists()
+
+
+def test_compare_domains_before_and_after(tmp_path):
+    base = write(tmp_path / "base.jsonl", records([4, 0, 2, 1, 3, 0, 4, 2, 1, 0], 4))
+    trained = write(tmp_path / "trained.jsonl", records([4, 2, 4, 1, 3, 1, 4, 4, 2, 0], 4))
+    out = tmp_path / "cmp"
+    assert compare.main([str(base), str(trained), "--out", str(out), "--resamples", "50"]) == 0
+    result = json.loads((out / "compare.json").read_text())
+    assert min(png_size(out / "domains.png")) >= 400  # written by rollout.compare itself
+    png = plots.compare_domains_png(out / "compare.json", tmp_path / "again.png")
+    assert png.read_bytes() == plots.compare_domains_png(out / "compare.json", tmp_path / "twice.png").read_bytes()
+    heights, annotations, ticks, legend = drawn(plots.compare_domains_figure(result["a"], result["b"],
+                                                                             ("base", "trained")).axes[0])
+    domains = sorted(result["a"]["domains"])
+    assert ticks == ["all", *domains] and legend == ["base", "trained"]
+    before = [result["a"]["pass@1"], *(result["a"]["domains"][d]["pass@1"] for d in domains)]
+    after = [result["b"]["pass@1"], *(result["b"]["domains"][d]["pass@1"] for d in domains)]
+    assert heights == before + after and annotations == [f"{v:.1%}" for v in before + after]
+
+
+def test_compare_domains_rejects_other_json(tmp_path):
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"pass@1": 0.5, "domains": {}}))
+    with pytest.raises(ValueError, match="not rollout.compare's compare.json"):
+        plots.compare_domains_png(path, tmp_path / "x.png")
