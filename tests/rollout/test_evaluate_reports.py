@@ -6,8 +6,8 @@ import json
 from rollout import evaluate
 from rollout.evaluation.figures import domains_figure, successes_figure
 from rollout.records import TrialRecord, Usage
-from tests.rollout.chart_support import drawn, png_size
 from tests.rollout.campaign_support import records
+from tests.rollout.chart_support import drawn, png_size
 
 KEYS = {"tasks", "trials", "k", "pass@1", "pass@k", "pass^k", "observed_k_of_k", "system_errors", "tokens",
         "cost_usd", "domains"}
