@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("a", type=Path, help="trial records of campaign A (e.g. the base policy)")
     p.add_argument("b", type=Path, help="trial records of campaign B (e.g. the trained policy)")
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--prices", type=Path, help="price table YAML (default rollout/prices.yaml)")
+    p.add_argument("--prices", type=Path, help="price table YAML (default configs/prices.yaml)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (same seed, same intervals)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)

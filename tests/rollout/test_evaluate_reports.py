@@ -2,8 +2,12 @@
 prices (unknown -> null), the Markdown report and the PNG plots, all from records alone."""
 
 import json
+from pathlib import Path
+
+import pytest
 
 from rollout import evaluate
+from rollout.evaluation import prices as price_table
 from rollout.evaluation.figures import domains_figure, successes_figure
 from rollout.records import TrialRecord, Usage
 from tests.rollout.campaign_support import records
@@ -90,3 +94,13 @@ def test_bad_price_table_is_a_clear_error(tmp_path):
     prices = tmp_path / "prices.yaml"
     prices.write_text("models: {}\n")
     assert evaluate.main(["--from-trials", str(path), "--out", str(tmp_path / "o"), "--prices", str(prices)]) == 2
+
+
+def test_default_price_table_is_the_checkouts_configs_prices_yaml(tmp_path, monkeypatch):
+    assert price_table.DEFAULT_PRICES == Path(__file__).resolve().parents[2] / "configs" / "prices.yaml"
+    table = price_table.load_prices()
+    assert table.version and table.price("policy") is None  # no documented per-token price: cost unknown
+    monkeypatch.setattr(price_table, "DEFAULT_PRICES", tmp_path / "absent.yaml")  # installed without the checkout
+    assert price_table.load_prices().models == {}
+    with pytest.raises(FileNotFoundError, match="--prices FILE"):
+        price_table.load_prices(tmp_path / "absent.yaml")  # a table asked for by name must exist
