@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from mcp import Client
 from mcp.types import CallToolResult
@@ -32,6 +32,11 @@ from envs.verdict import Verdict
 from envs.verifier import grade
 
 UserFactory = Callable[[UserScenario], UserSimulator]
+# "full": the written policy and every tool's documented schema (what a capable model reads).
+# "compact": the domain's one-line description and today's date; the tool schemas still validate calls but are
+# not rendered: ~60x fewer prompt tokens, for tiny policies that learn the domain and its tools from
+# demonstrations rather than by reading them (the laptop default).
+PromptStyle = Literal["full", "compact"]
 
 
 class EnvironmentSession(Protocol):
@@ -39,6 +44,7 @@ class EnvironmentSession(Protocol):
     scenario: UserScenario
     system_messages: list[dict[str, str]]
     tool_schemas: list[dict[str, Any]]
+    tools_in_prompt: bool  # False: the system messages already describe the tools; render no tools block
 
     def opening(self) -> str: ...
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult: ...
@@ -54,10 +60,17 @@ def openai_tool_schemas(domain: Domain) -> list[dict[str, Any]]:
     ]
 
 
+def system_prompt(domain: Domain, style: PromptStyle = "full") -> str:
+    if style == "full":
+        return domain.system_prompt()
+    return f"{domain.description} Today's date is {domain.today}."
+
+
 class BuiltinSession:
     """A session on a built-in domain: private sandbox, in-process MCP client, simulated user."""
 
-    def __init__(self, task: Task, domain: Domain, user: UserSimulator, judge: LlmJudge | None) -> None:
+    def __init__(self, task: Task, domain: Domain, user: UserSimulator, judge: LlmJudge | None,
+                 prompt: PromptStyle = "full") -> None:
         self.task = task
         self.domain = domain
         self.user = user
@@ -66,8 +79,9 @@ class BuiltinSession:
         self.sandbox = domain.new_sandbox(task.initial_patch)
         self.server = build_server(domain, self.sandbox)
         self.client = Client(self.server)
-        self.system_messages = [{"role": "system", "content": domain.system_prompt()}]
+        self.system_messages = [{"role": "system", "content": system_prompt(domain, prompt)}]
         self.tool_schemas = openai_tool_schemas(domain)
+        self.tools_in_prompt = prompt == "full"
         self.agent_replies: list[str] = []
         self._stop = asyncio.Event()
         self._client_task: asyncio.Task[None] | None = None
@@ -128,13 +142,14 @@ class BuiltinSession:
             await self._release()
 
 
-async def open_session(task: Task, *, user: UserFactory = ScriptedUser, judge: LlmJudge | None = None
-                       ) -> BuiltinSession:
-    """Open an episode of `task`: a fresh backend, its MCP client, and a user made by `user(scenario)`."""
+async def open_session(task: Task, *, user: UserFactory = ScriptedUser, judge: LlmJudge | None = None,
+                       prompt: PromptStyle = "full") -> BuiltinSession:
+    """Open an episode of `task`: a fresh backend, its MCP client, a user made by `user(scenario)`, and the
+    agent's instructions in the given `prompt` style."""
     if task.golden_hash is None:
         raise ValueError(f"task {task.id} is not sealed (no golden hash); get tasks from envs.load_tasks, "
                          "envs.read_jsonl or envs.loading.seal")
-    session = BuiltinSession(task, get_domain(task.domain), user(task.scenario), judge)
+    session = BuiltinSession(task, get_domain(task.domain), user(task.scenario), judge, prompt)
     try:
         return await session._start()
     except BaseException:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -90,7 +91,8 @@ class Episode:
     async def _conversation(self, session: EnvironmentSession) -> Termination:
         tools = ToolCatalog(session.tool_schemas)
         opening = {"role": "user", "content": session.opening()}
-        self.sequence.add_context(self.interp.first_prompt([*session.system_messages, opening], tools))
+        rendered = tools if session.tools_in_prompt else None
+        self.sequence.add_context(self.interp.first_prompt([*session.system_messages, opening], rendered))
         self.prompt_tokens = len(self.sequence.token_ids)
         while True:
             if self.turns >= self.config.max_turns:
@@ -161,6 +163,12 @@ class Episode:
             kind = failure.kind if failure else (verdict.system_error if verdict else "grader")
             return EpisodeResult(self._trajectory("system_error", None, kind), None)
         return EpisodeResult(self._trajectory(termination, verdict.reward, None), verdict)
+
+
+def derive_seed(*parts: object) -> int:
+    """A 31-bit sampling seed that depends only on `parts` (stable across processes and Python versions)."""
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
 async def run_episode(task: Task, engine: Engine, interpreter: Interpreter, *, group_id: str,

@@ -63,6 +63,7 @@ class ThinkingBoxSession:
         self.system_messages = [{"role": "system", "content": case.agent_instructions},
                                 {"role": "system", "content": case.scenario.bot_instructions}]
         self.tool_schemas = tool_schemas(case, server)
+        self.tools_in_prompt = True
         self._allowed = {schema["function"]["name"] for schema in self.tool_schemas}
         self.last_reply: str | None = None
         self.user_turns = 0

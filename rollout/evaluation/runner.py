@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from envs import Task, Verdict
 from rollout.engine import Engine, Generation, SamplingParams
-from rollout.episode import EpisodeConfig, SessionOpener, run_episode
+from rollout.episode import EpisodeConfig, SessionOpener, derive_seed, run_episode
 from rollout.interpret import Interpreter
 from rollout.records import TrialLog, TrialRecord, Usage
 
@@ -105,9 +105,12 @@ class MeteredEngine:
 
 
 def token_trial_runner(engine: Engine, interpreter: Interpreter, *, model: str,
-                       config: EpisodeConfig | None = None, opener: SessionOpener | None = None) -> TrialRunner:
+                       config: EpisodeConfig | None = None, opener: SessionOpener | None = None,
+                       seed: int | None = None) -> TrialRunner:
     """Trials of a policy served token-in/token-out by `engine` (any Engine: an in-process JaxEngine from
-    the trainer, SGLangEngine over servers), recorded under the name `model`."""
+    the trainer, SGLangEngine over servers), recorded under the name `model`. With a `seed`, trial i of a
+    task samples with a seed derived from (seed, task, i), so two policies evaluated with the same seed face
+    the same random draws (a paired comparison), and a rerun repeats itself on engines honouring seeds."""
     metered = MeteredEngine(engine, _single_token(interpreter, "<think>"), _single_token(interpreter, "</think>"),
                             interpreter.opens_reasoning)
     extra = {} if opener is None else {"opener": opener}
@@ -116,7 +119,8 @@ def token_trial_runner(engine: Engine, interpreter: Interpreter, *, model: str,
         session_id = f"{task.id}#{index}"
         start = time.perf_counter()
         result = await run_episode(task, metered, interpreter, group_id=task.id, config=config or EpisodeConfig(),
-                                   session_id=session_id, **extra)
+                                   session_id=session_id, seed=None if seed is None else derive_seed(
+                                       seed, task.id, index), **extra)
         t, verdict = result.trajectory, result.verdict
         return TrialRecord(
             task_id=task.id, domain=task.domain, trial=index,

@@ -1,0 +1,106 @@
+"""Oracle demonstrations through the real episode loop (real sandboxes, MCP sessions, scripted user), in both
+prompt styles, and the compact style's promise: short prompts, calls still validated against the schemas."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+import pytest
+
+from envs import TaskKind, load_tasks, open_session
+from envs.oracle import ask_for, oracle_turns
+from rollout.engine import SamplingParams
+from rollout.episode import EpisodeConfig, derive_seed, run_episode
+from rollout.interpret import Interpreter, ToolCatalog
+from rollout.oracle import OracleEngine, demonstrations
+from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
+
+LIMITS = EpisodeConfig(max_turns=12, max_tokens_per_turn=256, token_budget=8000)
+
+
+@pytest.fixture(scope="module")
+def interpreter(tmp_path_factory) -> Interpreter:
+    return Interpreter.from_pretrained(save_tokenizer(train_tokenizer(), tmp_path_factory.mktemp("tok")))
+
+
+def one_task_per_domain_and_kind() -> list:
+    chosen = {}
+    for task in load_tasks(split="train"):
+        chosen.setdefault((task.domain, task.kind), task)
+    return list(chosen.values())
+
+
+def test_script_asks_for_unsaid_facts_before_the_call_that_needs_them() -> None:
+    task = next(t for t in load_tasks("telecom", split="train") if t.template == "upgrade_plan")
+    turns = oracle_turns(task)
+    verify = next(i for i, t in enumerate(turns) if t.call and t.call.tool == "verify_identity")
+    facts = {f.name: f for f in task.scenario.facts}
+    assert turns[verify - 1].text == ask_for([facts["date of birth"], facts["PIN"]])
+    assert turns[0].call is not None and turns[0].call.tool == "find_customer"  # the phone is in the opening
+    assert turns[-1].closing and not turns[-1].call
+    assert [t.call for t in turns if t.call] == list(task.golden_path)
+
+
+@pytest.mark.parametrize("prompt", ["compact", "full"])
+def test_oracle_passes_every_domain_and_kind_through_the_episode_loop(interpreter, prompt) -> None:
+    tasks = one_task_per_domain_and_kind()
+    assert len({t.kind for t in tasks}) == len(TaskKind)
+    passed, failed = asyncio.run(demonstrations(tasks, interpreter, functools.partial(open_session, prompt=prompt),
+                                                LIMITS))
+    assert failed == [] and len(passed) == len(tasks)
+    for task, result in zip(tasks, passed, strict=True):
+        t = result.trajectory
+        assert t.task_id == task.id and t.termination == "agent_done" and t.malformed_tool_calls == 0
+        sampled = [tok for tok, m in zip(t.token_ids, t.loss_mask, strict=True) if m]
+        assert sampled[-1] == interpreter.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+        assert interpreter.decode(sampled).count("<tool_call>") == len(task.golden_path)
+
+
+def test_compact_prompt_is_short_and_still_validates_calls(interpreter) -> None:
+    task = next(t for t in load_tasks("library", split="train"))
+
+    async def first_prompts() -> tuple[int, int, object]:
+        sizes = []
+        for style in ("full", "compact"):
+            session = await open_session(task, prompt=style)
+            tools = ToolCatalog(session.tool_schemas)
+            rendered = tools if session.tools_in_prompt else None
+            sizes.append(len(interpreter.first_prompt([*session.system_messages], rendered)))
+            if style == "compact":
+                bad = interpreter.interpret(interpreter.encode(
+                    '<tool_call>\n{"name": "no_such_tool", "arguments": {}}\n</tool_call><|im_end|>'), tools)
+            await session.close()
+        return sizes[0], sizes[1], bad
+
+    full, compact, bad = asyncio.run(first_prompts())
+    assert compact * 20 < full
+    assert bad.malformed and bad.malformed[0].kind == "unknown_tool"
+
+
+def test_oracle_engine_refuses_a_session_it_has_no_script_for(interpreter) -> None:
+    from rollout.engine import EngineError
+
+    engine = OracleEngine(interpreter)
+    with pytest.raises(EngineError, match="no turn left"):
+        asyncio.run(engine.generate([1, 2], SamplingParams(max_new_tokens=8), session_id="unknown"))
+
+
+def test_seeded_trials_are_a_function_of_seed_task_and_trial(interpreter) -> None:
+    """The same (seed, task, trial) gives the same sampling seed on every turn; another trial does not."""
+    task = next(t for t in load_tasks("telecom", split="train") if t.kind == TaskKind.DIRECT)
+    seen: dict[str, list[int | None]] = {}
+
+    class Recorder(OracleEngine):
+        async def generate(self, input_ids, sampling, *, session_id=None):
+            seen.setdefault(session_id, []).append(sampling.seed)
+            return await super().generate(input_ids, sampling, session_id=session_id)
+
+    engine = Recorder(interpreter)
+    for session_id, trial in (("a", 0), ("b", 0), ("c", 1)):
+        engine.expect(session_id, task)
+        asyncio.run(run_episode(task, engine, interpreter, group_id="g", config=LIMITS, session_id=session_id,
+                                seed=derive_seed(7, task.id, trial)))
+    assert seen["a"] == seen["b"] and seen["a"] != seen["c"]
+    assert len(set(seen["a"])) == len(seen["a"])  # each turn draws with its own seed
+    assert derive_seed(7, "x", 0) == derive_seed(7, "x", 0) != derive_seed(8, "x", 0)
