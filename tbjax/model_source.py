@@ -8,7 +8,7 @@ from pathlib import Path
 import jax
 from jax.experimental import multihost_utils
 
-from tbjax.assets.tiny import TINY_ARCHITECTURES, make_flax_checkpoint
+from tbjax.assets.tiny import ARCHITECTURES, make_flax_checkpoint
 from tbjax.config import ConfigError
 
 TINY_PREFIX = "tiny:"
@@ -18,9 +18,9 @@ def resolve_model_dir(path: str, run_dir: Path) -> Path:
     if not path.startswith(TINY_PREFIX):
         return Path(path)
     arch = path[len(TINY_PREFIX):]
-    if arch not in TINY_ARCHITECTURES:
+    if arch not in ARCHITECTURES:
         raise ConfigError(f"model.path={path!r}: unknown tiny architecture; choose from "
-                         f"{', '.join(TINY_PREFIX + a for a in sorted(TINY_ARCHITECTURES))} or give an HF directory")
+                         f"{', '.join(TINY_PREFIX + a for a in sorted(ARCHITECTURES))} or give an HF directory")
     target = run_dir / "assets" / f"tiny-{arch}"
     if jax.process_index() == 0 and not (target / "config.json").is_file():
         make_flax_checkpoint(target, arch)

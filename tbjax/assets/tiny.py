@@ -44,16 +44,25 @@ TINY_ARCHITECTURES: dict[str, dict[str, Any]] = {
 }
 
 
+# Policies sized to learn on a laptop CPU (the default pipeline's warm start), not for parity tests.
+DEMO_ARCHITECTURES: dict[str, dict[str, Any]] = {
+    "qwen3-demo": {**_COMMON, "model_type": "qwen3", "hidden_size": 256, "intermediate_size": 768,
+                   "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                   "max_position_embeddings": 8192, "tie_word_embeddings": True, "rope_theta": 100_000.0},
+}
+ARCHITECTURES = {**TINY_ARCHITECTURES, **DEMO_ARCHITECTURES}
+
+
 def padded_vocab(tokenizer_size: int, multiple: int = 128) -> int:
     """Model vocab rounded up (as Qwen does) so the embedding shards evenly over mesh axes."""
     return multiple * math.ceil(tokenizer_size / multiple)
 
 
 def hf_config(name: str, tokenizer_size: int) -> dict[str, Any]:
-    if name not in TINY_ARCHITECTURES:
-        raise KeyError(f"unknown tiny architecture {name!r}; choose from {sorted(TINY_ARCHITECTURES)}")
+    if name not in ARCHITECTURES:
+        raise KeyError(f"unknown tiny architecture {name!r}; choose from {sorted(ARCHITECTURES)}")
     return {
-        **TINY_ARCHITECTURES[name],
+        **ARCHITECTURES[name],
         "vocab_size": padded_vocab(tokenizer_size),
         "bos_token_id": None,
         "eos_token_id": 2,

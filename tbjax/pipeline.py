@@ -1,0 +1,213 @@
+"""The seed paper's experiment as one command: warm start -> select by difficulty -> GRPO -> evaluate base and
+trained policies on held-out tasks -> compare. `python -m tbjax.train` runs it when the config enables the
+warm-start, selection or evaluation stages (the laptop default does); otherwise it is plain GRPO.
+
+Every stage caches its outputs under the run directory and is skipped (or resumed) when they exist, so a
+second call after an interruption continues instead of redoing:
+
+    assets/                the tiny policy and its tokenizer
+    warm_start/            demos.jsonl, metrics.jsonl, checkpoints/, export/v{steps}   (the base policy)
+    select/                trials.jsonl, summary.json, selected.yaml, aggregates.jsonl, manifest.json, bands.png
+    eval/base/, eval/trained/   trials.jsonl, summary.json, report.md, plots (same tasks, same seeds)
+    grpo/                  metrics.jsonl, checkpoints/, export/v{steps}   (the trained policy)
+    compare/               compare.json, compare.md, domains.png
+    learning_curves.png, stages.json (wall time per stage), results.md (the table printed at the end)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from rich.console import Console
+
+from envs import Task, load_tasks
+from envs.thinkingbox import is_benchmark_task
+from rollout import compare as compare_cli
+from rollout.evaluate import evaluate
+from rollout.evaluation.runner import token_trial_runner
+from rollout.evaluation.selection import SelectionConfig
+from rollout.interpret import Interpreter
+from rollout.plots import learning_curves_png
+from rollout.records import atomic_write
+from rollout.select import run_selection
+from tbjax.config import ConfigError, RunSection, TrainConfig
+from tbjax.engine import JaxEngine
+from tbjax.loop import run_training, session_opener
+from tbjax.mesh import make_mesh, parse_mesh_spec
+from tbjax.model_source import resolve_model_dir
+from tbjax.models import Qwen, from_pretrained
+from tbjax.results import results_markdown, results_table
+from tbjax.sft import load_or_record_demos, warm_start
+
+console = Console()
+STAGES = ("assets", "warm start", "select", "evaluate base", "grpo", "evaluate trained", "compare")
+
+
+def has_stages(config: TrainConfig) -> bool:
+    return bool(config.warm_start.steps or config.select.candidates or config.evaluate.tasks)
+
+
+class StageClock:
+    """Wall time per stage, kept in stages.json across resumed calls (a cached stage keeps its time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seconds: dict[str, float] = json.loads(path.read_text()) if path.is_file() else {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        number = STAGES.index(name) + 1
+        console.rule(f"[bold]stage {number}/{len(STAGES)}: {name}")
+        start = time.perf_counter()
+        yield
+        elapsed = time.perf_counter() - start
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + elapsed, 1)
+        atomic_write(self.path, json.dumps(self.seconds, indent=2))
+
+
+def sample_tasks(split: str, count: int, seed: int, domains: list[str] | None) -> list[Task]:
+    """`count` tasks of `split`, drawn with `seed`, spread evenly over domains (round robin), in id order."""
+    pool = [t for t in load_tasks(split=split) if (domains is None or t.domain in domains)
+            and not is_benchmark_task(t.id)]
+    rng = np.random.default_rng(seed)
+    by_domain: dict[str, list[Task]] = {}
+    for task in pool:
+        by_domain.setdefault(task.domain, []).append(task)
+    queues = {d: [ts[i] for i in rng.permutation(len(ts))] for d, ts in sorted(by_domain.items())}
+    chosen: list[Task] = []
+    while len(chosen) < min(count, len(pool)):
+        for queue in queues.values():
+            if queue and len(chosen) < count:
+                chosen.append(queue.pop())
+    return sorted(chosen, key=lambda t: t.id)
+
+
+def load_policy(path: Path, config: TrainConfig) -> Qwen:
+    mesh = make_mesh(parse_mesh_spec(config.mesh.shape, config.mesh.layout))
+    return from_pretrained(path, mesh=mesh, runtime=config.model.runtime())
+
+
+class Campaigns:
+    """Trials of one policy on an in-process engine (selection and evaluation share it)."""
+
+    def __init__(self, policy_dir: Path, name: str, config: TrainConfig, interpreter: Interpreter) -> None:
+        self.config, self.name, self.interpreter = config, name, interpreter
+        self.policy_dir = policy_dir
+        self._engine: JaxEngine | None = None
+
+    def engine(self) -> JaxEngine:
+        if self._engine is None:
+            r = self.config.rollout
+            self._engine = JaxEngine(load_policy(self.policy_dir, self.config), slots=r.slots, max_len=r.max_len,
+                                     prefill_chunk=r.prefill_chunk, deterministic=r.deterministic,
+                                     weight_version=self.name)
+        return self._engine
+
+    def run(self, tasks: list[Task], k: int, seed: int, out: Path) -> dict[str, Any]:
+        if _complete(out, tasks, k):
+            return json.loads((out / "summary.json").read_text())
+        runner = token_trial_runner(self.engine(), self.interpreter, model=self.name, config=self.config.episode,
+                                    opener=session_opener(self.config), seed=seed)
+        return asyncio.run(evaluate(tasks, runner, out=out, k=k, resume=True,
+                                    concurrency=self.config.evaluate.concurrency,
+                                    title=f"{self.name} policy, {len(tasks)} tasks x {k} trials"))
+
+    def close(self) -> None:
+        if self._engine is not None:
+            asyncio.run(self._engine.close())
+            self._engine = None
+
+
+def _complete(out: Path, tasks: list[Task], k: int) -> bool:
+    """A campaign whose summary covers exactly these tasks and k (a resumed call skips it)."""
+    summary = out / "summary.json"
+    if not summary.is_file():
+        return False
+    data = json.loads(summary.read_text())
+    return data.get("tasks") == len(tasks) and data.get("k") == k
+
+
+def run_pipeline(config: TrainConfig, on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Runs (or resumes) every stage; returns the comparison (compare.json's content)."""
+    if jax.process_count() > 1:
+        raise ConfigError("the warm-start / select / evaluate stages run in one process (the embedded engine); "
+                          "for multi-host training set warm_start.steps=0, select.candidates=0, evaluate.tasks=0 "
+                          "and give tasks.selected")
+    root = config.run.directory
+    root.mkdir(parents=True, exist_ok=True)
+    clock = StageClock(root / "stages.json")
+
+    def stage(name: str):
+        if on_stage:
+            on_stage(name)
+        return clock.stage(name)
+
+    with stage("assets"):
+        model_dir = resolve_model_dir(config.model.path, root)
+        interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
+    with stage("warm start"):
+        base_dir = model_dir
+        if config.warm_start.steps:
+            train_pool = [t for t in load_tasks(split="train") if config.tasks.domains is None
+                          or t.domain in config.tasks.domains]
+            demos = load_or_record_demos(root / "warm_start" / "demos.jsonl", train_pool, interpreter,
+                                         session_opener(config), config.episode)
+            base_dir = warm_start(load_policy(model_dir, config), model_dir, demos, config.warm_start,
+                                  root / "warm_start", row_len=config.train.row_len,
+                                  micro_batch_rows=config.train.micro_batch_rows,
+                                  logprob_chunk=config.train.logprob_chunk)
+    base = Campaigns(base_dir, "base", config, interpreter)
+    with stage("select"):
+        selected = config.tasks.selected
+        if config.select.candidates:
+            s = config.select
+            candidates = sample_tasks("train", s.candidates, s.seed, config.tasks.domains)
+            base.run(candidates, s.trials, s.seed, root / "select")
+            manifest = run_selection(root / "select" / "trials.jsonl", root / "select", SelectionConfig(
+                keep=tuple(s.keep), min_clean_runs=s.min_clean_runs))
+            if not manifest["counts"]["selected"]:
+                raise ConfigError(f"selection kept no task of {s.candidates} candidates (per band: "
+                                  f"{manifest['counts']['per_band']}): GRPO has nothing to learn from. Warm start "
+                                  "longer (warm_start.steps), try more candidates, or widen select.keep")
+            selected = str(root / "select" / "selected.yaml")
+    heldout = sample_tasks("heldout", config.evaluate.tasks, config.evaluate.seed, config.tasks.domains)
+    with stage("evaluate base"):
+        if heldout:
+            base.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "base")
+    base.close()
+    with stage("grpo"):
+        grpo_config = config.model_copy(update={
+            "run": RunSection(name="grpo", root=str(root)),
+            "tasks": config.tasks.model_copy(update={"selected": selected})})
+        summary = root / "grpo" / "summary.json"
+        if summary.is_file():
+            trained_dir = Path(json.loads(summary.read_text())["export"])
+        else:
+            trained_dir = run_training(grpo_config, load_policy(base_dir, config), base_dir)
+    with stage("evaluate trained"):
+        if heldout:
+            trained = Campaigns(trained_dir, "trained", config, interpreter)
+            trained.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained")
+            trained.close()
+    with stage("compare"):
+        learning_curves_png(root / "grpo" / "metrics.jsonl", root / "learning_curves.png")
+        if not heldout:
+            return {}
+        code = compare_cli.main([str(root / "eval" / "base" / "trials.jsonl"),
+                                 str(root / "eval" / "trained" / "trials.jsonl"), "--out", str(root / "compare"),
+                                 "--resamples", str(config.evaluate.bootstrap_resamples),
+                                 "--seed", str(config.evaluate.seed)])
+        if code:
+            raise RuntimeError(f"rollout.compare failed (exit {code}); see the log above")
+        result = json.loads((root / "compare" / "compare.json").read_text())
+    console.print(results_table(result, clock.seconds))
+    atomic_write(root / "results.md", results_markdown(result, clock.seconds, config))
+    return result

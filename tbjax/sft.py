@@ -1,0 +1,131 @@
+"""Warm start: supervised fine-tuning on the oracle's demonstrations, with the GRPO update itself.
+
+Why one step function: in the clipped objective, with the "old" log-probs equal to the current ones (ratio 1)
+and advantage 1, the gradient of -A * exp(logp - stop_grad(logp)) is exactly -d logp. So a GRPO update with
+unit advantages, token-mean aggregation and importance sampling off is a maximum-likelihood step on the
+trained tokens (the loss mask: what the assistant said and called, never the prompt, tool results or user).
+Sharding, micro-batching, packing, remat and the optimizer are then the trainer's, tested once.
+
+Stages, each cached in `out` so a second call resumes: demonstrations (`demos.jsonl`, the oracle's passing
+episodes of the training tasks), Orbax checkpoints of the update (`checkpoints/`, exact resume: batches are a
+pure function of the seed and the step), and the final policy as an HF directory (`export/`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from envs import Task
+from rollout.episode import EpisodeConfig, SessionOpener
+from rollout.interpret import Interpreter
+from rollout.oracle import demonstrations
+from rollout.records import atomic_write
+from rollout.trajectory import Trajectory
+from tbjax.checkpoint import Checkpointer
+from tbjax.grpo import LossConfig
+from tbjax.models import Qwen
+from tbjax.packing import pack
+from tbjax.publish import publish_weights
+from tbjax.train_step import GRPOTrainer, OptimConfig
+
+log = logging.getLogger(__name__)
+MLE = LossConfig(aggregation="token_mean", tis_cap=None, kl_coef=0.0)  # unit advantages: maximum likelihood
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStartConfig:
+    """steps 0 disables the warm start. Few steps on purpose: GRPO needs a policy that passes sometimes."""
+
+    steps: int = 0
+    episodes_per_step: int = 16
+    learning_rate: float = 1e-3
+    warmup_steps: int = 10
+    grad_clip: float = 1.0
+    seed: int = 0
+    checkpoint_every: int = 20
+
+
+def load_or_record_demos(path: Path, tasks: list[Task], interpreter: Interpreter, opener: SessionOpener,
+                         episode: EpisodeConfig) -> list[Trajectory]:
+    """The oracle's passing episodes of `tasks` (recorded once into `path`, read back after)."""
+    if path.is_file():
+        return [Trajectory(**json.loads(line)) for line in path.read_text().splitlines() if line]
+    passed, failed = asyncio.run(demonstrations(tasks, interpreter, opener, episode))
+    if failed:
+        log.info("oracle failed %d of %d tasks under the episode limits (e.g. %s): not demonstrated",
+                 len(failed), len(tasks), failed[0])
+    trajectories = [result.trajectory for result in passed]
+    atomic_write(path, "".join(json.dumps(dataclasses.asdict(t)) + "\n" for t in trajectories))
+    return trajectories
+
+
+def step_batch(demos: list[Trajectory], step: int, size: int, seed: int) -> list[Trajectory]:
+    """The demonstrations of update `step` (0-based): epochs of a seeded permutation, a pure function of
+    (seed, step) so a resumed warm start draws exactly what an uninterrupted one would."""
+    per_epoch = max(1, len(demos) // size)
+    epoch, index = divmod(step, per_epoch)
+    order = np.random.default_rng([seed, epoch]).permutation(len(demos))
+    return [demos[i] for i in order[index * size:(index + 1) * size]]
+
+
+def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: WarmStartConfig, out: Path, *,
+               row_len: int, micro_batch_rows: int = 1, logprob_chunk: int = 8192,
+               on_step: Callable[[dict], None] | None = None) -> Path:
+    """Trains `model` on `demos` for `config.steps` updates (resuming from `out/checkpoints`); returns the
+    HF export directory of the result (`out/export/v{steps}`), written once."""
+    final = out / "export" / f"v{config.steps}"
+    if (final / "config.json").is_file():
+        return final
+    fitting = [d for d in demos if len(d.token_ids) <= row_len]
+    if len(fitting) < len(demos):
+        log.info("%d demonstrations are longer than a packed row (%d tokens): left out",
+                 len(demos) - len(fitting), row_len)
+    demos = fitting
+    if not demos:
+        raise ValueError("no demonstrations to warm start from: the oracle passed no training task")
+    optim = OptimConfig(learning_rate=config.learning_rate, warmup_steps=config.warmup_steps,
+                        grad_clip=config.grad_clip)
+    trainer = GRPOTrainer(model, MLE, optim, logprob_chunk=logprob_chunk)
+    state = trainer.init_state(model)
+    checkpointer = Checkpointer(out / "checkpoints", save_every=config.checkpoint_every, keep=1)
+    start = checkpointer.latest_step() or 0
+    if start:
+        state, _, _ = checkpointer.restore(start, state, fingerprint=_fingerprint(config), allow_change=False)
+        state = trainer.shard_state(state)
+    with _progress() as progress, (out / "metrics.jsonl").open("a") as metrics:
+        bar = progress.add_task("warm start", total=config.steps, completed=start)
+        for step in range(start, config.steps):
+            batch = step_batch(demos, step, config.episodes_per_step, config.seed)
+            trained = sum(sum(t.loss_mask[1:]) for t in batch)
+            packed = pack(batch, [1.0] * len(batch), [1.0] * len(batch), trained, row_len, micro_batch_rows,
+                          trainer.rows_multiple)
+            state, update = trainer.update(state, packed)
+            record = {"step": step + 1, "nll": update["nll"], "grad_norm": update["grad_norm"],
+                      "trained_tokens": update["trained_tokens"]}
+            metrics.write(json.dumps(record) + "\n")
+            if on_step:
+                on_step(record)
+            progress.update(bar, advance=1, description=f"warm start  nll {update['nll']:.3f}")
+            if checkpointer.due(step + 1, step + 1 == config.steps):
+                checkpointer.save(step + 1, state, {}, {"fingerprint": _fingerprint(config)})
+    checkpointer.wait()
+    checkpointer.close()
+    return publish_weights(trainer.model_for(state.params), out / "export", config.steps, tokenizer_dir=model_dir)
+
+
+def _fingerprint(config: WarmStartConfig) -> str:
+    return repr(dataclasses.astuple(config))
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    disable=jax.process_index() != 0)
