@@ -6,7 +6,9 @@ each on its own `tp` GPUs (CUDA_VISIBLE_DEVICES), waits until every one answers 
 that does not become healthy in time) is restarted after an exponential backoff, at most `--max-restarts`
 times each, after which everything is stopped and the launcher exits non-zero (a node that keeps losing
 servers needs a person). SIGTERM/SIGINT stop every server's whole process group (tensor-parallel workers
-included). `--server-command` swaps in another server program (the tests use a stub).
+included). `--server-command` swaps in another server program (the tests use a stub). `--colocated` is for
+servers that share their GPUs with the trainer (rollout.placement=colocated): they start with
+`--enable-memory-saver`, so that they can release and resume their memory around each update.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class LaunchConfig:
     gpus: tuple[str, ...] = ()  # device ids to split among the servers; () = CUDA_VISIBLE_DEVICES or 0..n-1
     server_command: tuple[str, ...] = (sys.executable, "-m", "sglang.launch_server")
     extra_args: tuple[str, ...] = ()
+    colocated: bool = False  # the trainer shares these GPUs: servers must be able to release their memory
     startup_timeout_s: float = 1800.0  # a 27B checkpoint loads in minutes
     max_restarts: int = 3  # per server
     restart_backoff_s: float = 5.0  # doubled after each restart of the same server
@@ -81,7 +84,8 @@ class Supervisor:
         for i in range(config.servers):
             port = config.port + i
             argv = [*config.server_command, "--model-path", config.model_path, "--tp", str(config.tp),
-                    "--port", str(port), "--host", config.host, *config.extra_args]
+                    "--port", str(port), "--host", config.host,
+                    *(["--enable-memory-saver"] if config.colocated else []), *config.extra_args]
             env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(gpus[i * config.tp:(i + 1) * config.tp])}
             self.servers.append(ServerProcess(i, f"http://{public_host}:{port}", argv, env))
 
@@ -192,6 +196,8 @@ def parse_args(argv: Sequence[str]) -> tuple[LaunchConfig, bool]:
     p.add_argument("--max-restarts", type=int, default=LaunchConfig.max_restarts)
     p.add_argument("--restart-backoff-s", type=float, default=LaunchConfig.restart_backoff_s)
     p.add_argument("--poll-s", type=float, default=LaunchConfig.poll_s)
+    p.add_argument("--colocated", action="store_true",
+                   help="the trainer shares these GPUs: start servers with --enable-memory-saver")
     p.add_argument("--dry-run", action="store_true", help="print the server commands and exit")
     argv = list(argv)
     split = argv.index("--") if "--" in argv else len(argv)
@@ -199,8 +205,8 @@ def parse_args(argv: Sequence[str]) -> tuple[LaunchConfig, bool]:
     config = LaunchConfig(
         model_path=args.model_path, tp=args.tp, servers=args.servers, host=args.host, port=args.port,
         gpus=tuple(g for g in args.gpus.split(",") if g), server_command=tuple(shlex.split(args.server_command)),
-        extra_args=tuple(extra), startup_timeout_s=args.startup_timeout_s, max_restarts=args.max_restarts,
-        restart_backoff_s=args.restart_backoff_s, poll_s=args.poll_s)
+        extra_args=tuple(extra), colocated=args.colocated, startup_timeout_s=args.startup_timeout_s,
+        max_restarts=args.max_restarts, restart_backoff_s=args.restart_backoff_s, poll_s=args.poll_s)
     return config, args.dry_run
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from envs.chat_endpoint import ChatEndpointConfig
 from rollout.episode import EpisodeConfig
@@ -79,6 +79,16 @@ class RolloutSection(Section):
     deterministic: bool = False  # embedded engine: rollouts independent of batching (bitwise resume), slower
     tool_call_format: Literal["hermes", "qwen3_xml"] = "hermes"
     seed: int = 0  # sampling seeds derive from it, the step and the episode
+    # colocated: the SGLang servers share the trainer's GPUs and the two hand them over around each update
+    # (tbjax.colocate); disaggregated: the servers have GPUs of their own and nothing is handed over.
+    placement: Literal["disaggregated", "colocated"] = "disaggregated"
+
+    @model_validator(mode="after")
+    def _colocation_needs_servers(self) -> RolloutSection:
+        if self.placement == "colocated" and self.engine == "embedded":
+            raise ValueError("placement=colocated hands the GPUs between the trainer and SGLang servers; the "
+                             "embedded engine already shares the trainer's parameters: use placement=disaggregated")
+        return self
 
 
 class UserSection(Section):
@@ -113,8 +123,9 @@ class TrainConfig(Section):
 
     def fingerprint(self) -> str:
         """A short hash of what determines the training trajectory (resume checks compare it): everything
-        but the run's bookkeeping (steps to run, resume mode)."""
-        relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change"}})
+        but the run's bookkeeping (steps to run, resume mode) and where the rollouts run (placement)."""
+        relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change"},
+                                            "rollout": {"placement"}})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def to_yaml(self) -> str:

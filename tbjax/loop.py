@@ -32,6 +32,7 @@ from rollout.episode import SessionOpener, run_episode
 from rollout.groups import GroupScheduler
 from rollout.interpret import Interpreter
 from tbjax.checkpoint import Checkpointer
+from tbjax.colocate import Handover
 from tbjax.config import ConfigError, TrainConfig
 from tbjax.engine import JaxEngine
 from tbjax.metrics_log import MetricsLog
@@ -87,6 +88,7 @@ class Run:
     model_dir: Path
     step: int = 0
     draws: int = 0  # tasks the group scheduler has drawn (group ids and sampling seeds derive from it)
+    handover: Handover = dataclasses.field(default_factory=Handover)  # who holds the GPUs (tbjax.colocate)
 
     @property
     def directory(self) -> Path:
@@ -132,6 +134,7 @@ async def train_step(run: Run, scheduler: GroupScheduler) -> dict[str, Any]:
         log.warning("step %d: no informative group (all rewards equal everywhere): optimizer step skipped", step + 1)
         update: dict[str, Any] = {"skipped": True}
     else:
+        await run.handover.to_trainer(run)
         run.state, update = run.trainer.update(run.state, packed)
         update["skipped"] = False
     update_s = time.perf_counter() - start
@@ -143,7 +146,10 @@ async def train_step(run: Run, scheduler: GroupScheduler) -> dict[str, Any]:
             "fingerprint": config.fingerprint(), "tasks": task_manifest_hash(run.tasks), "seed": config.rollout.seed,
             "draws": scheduler.draws})
     save_s = time.perf_counter() - start
-    publish_s = await _publish(run, str(run.step)) if packed is not None else 0.0
+    start = time.perf_counter()
+    if packed is not None:
+        await run.handover.to_engines(run, functools.partial(_publish, run, str(run.step)))
+    publish_s = time.perf_counter() - start
     counts = batch.counts
     rewards = [t.reward for t in trajectories]
     tokens = sum(t.completion_tokens for t in trajectories)
@@ -190,7 +196,7 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     metrics = MetricsLog(config.run.directory / "metrics.jsonl")
     return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step,
-               draws)
+               draws, Handover.for_placement(config.rollout.placement, engine))
 
 
 async def train(run: Run, opener: SessionOpener | None = None) -> Path:
@@ -208,9 +214,11 @@ async def train(run: Run, opener: SessionOpener | None = None) -> Path:
     scheduler = GroupScheduler(_task_stream(run), episode, config.groups, first_draw=run.draws)
     if run.step and isinstance(run.engine, SGLangEngine):
         await _publish(run, str(run.step))  # servers start from the base checkpoint
+    run.handover.start(run)
     while run.step < config.train.steps:
         run.metrics.write(await train_step(run, scheduler))
     run.checkpointer.wait()
+    await run.handover.to_trainer(run)  # the export reads the state on the devices
     export = publish_weights(run.trainer.model_for(run.state.params), run.directory / "export", run.step,
                              tokenizer_dir=run.model_dir)
     await run.engine.close()

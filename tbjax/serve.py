@@ -3,9 +3,12 @@
 Endpoints (SGLang's names and payloads): GET /health, GET /get_model_info, POST /generate (input_ids in;
 output_ids, meta_info.output_token_logprobs as [logprob, token_id, text] and meta_info.finish_reason out),
 POST /update_weights_from_disk, POST /pause_generation, POST /continue_generation, GET|POST /flush_cache,
-POST /release_memory_occupation, POST /resume_memory_occupation. Text fields are filled when the model
-directory has a tokenizer (else null, like SGLang's --skip-tokenizer-init). It lets the SGLang client and
-multi-process rollouts be tested against a real server on this machine.
+POST /release_memory_occupation, POST /resume_memory_occupation (body {"tags": [...]} with SGLang's tags
+"weights", "kv_cache", "cuda_graph"; null or absent: all; weights cannot be loaded while released, as in
+SGLang; /get_model_info lists what is released under `memory_released`, a field of this server only).
+Text fields are filled when the model directory has a tokenizer (else null, like SGLang's
+--skip-tokenizer-init). It lets the SGLang client, multi-process rollouts and the colocated hand-over be
+tested against a real server on this machine.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +61,7 @@ def build_app(engine: JaxEngine, model_dir: Path) -> Starlette:
 
     async def model_info(_: Request) -> JSONResponse:
         return JSONResponse({"model_path": state["model_dir"], "weight_version": engine.weight_version,
-                             "is_generation": True})
+                             "is_generation": True, "memory_released": sorted(engine.released)})
 
     async def generate(request: Request) -> JSONResponse:
         body = await request.json()
@@ -108,13 +112,16 @@ def build_app(engine: JaxEngine, model_dir: Path) -> Starlette:
             return Response("Cache flushed.", status_code=200)
         return Response("Cache not flushed: generations are running.", status_code=400)
 
-    async def release(_: Request) -> JSONResponse:
-        await engine.release_memory()
-        return JSONResponse({"success": True})
-
-    async def reclaim(_: Request) -> JSONResponse:
-        await engine.resume_memory()
-        return JSONResponse({"success": True})
+    def memory_control(action: Callable[[list[str] | None], Awaitable[None]]):
+        """An endpoint taking SGLang's {"tags": [...] | null}; an unknown tag is a 400, as a bad request."""
+        async def endpoint(request: Request) -> JSONResponse:
+            body = await request.json() if await request.body() else {}
+            try:
+                await action(body.get("tags"))
+            except ValueError as error:
+                return JSONResponse({"success": False, "message": str(error)}, status_code=400)
+            return JSONResponse({"success": True})
+        return endpoint
 
     routes = [
         Route("/health", health, methods=["GET"]),
@@ -124,8 +131,8 @@ def build_app(engine: JaxEngine, model_dir: Path) -> Starlette:
         Route("/pause_generation", pause, methods=["POST"]),
         Route("/continue_generation", resume, methods=["POST"]),
         Route("/flush_cache", flush, methods=["GET", "POST"]),
-        Route("/release_memory_occupation", release, methods=["POST"]),
-        Route("/resume_memory_occupation", reclaim, methods=["POST"]),
+        Route("/release_memory_occupation", memory_control(engine.release_memory), methods=["POST"]),
+        Route("/resume_memory_occupation", memory_control(engine.resume_memory), methods=["POST"]),
     ]
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette):
@@ -146,6 +153,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-len", type=int, default=4096, help="tokens per sequence, prompt included")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--weight-version", default="0")
+    parser.add_argument("--enable-memory-saver", action="store_true",
+                        help="SGLang's flag that enables memory release/resume; always on here")
     args = parser.parse_args(argv)
     if args.tp != 1:
         parser.error(f"--tp {args.tp}: tbjax.serve runs each server on one device; start several servers instead")

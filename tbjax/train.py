@@ -20,6 +20,7 @@ from rich.filesize import decimal
 from rich.table import Table
 
 from tbjax.checkpoint import ResumeError
+from tbjax.colocate import configure_xla_memory
 from tbjax.config import ConfigError, TrainConfig, load_config
 from tbjax.loop import run_training
 from tbjax.mesh import DistributedConfig, MeshError, initialize_distributed, make_mesh, parse_mesh_spec
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("jax").setLevel(logging.WARNING)
     try:
         config, dry_run = parse_args(sys.argv[1:] if argv is None else argv)
+        configure_xla_memory(config.rollout.placement)  # before JAX starts its backend
         distributed = DistributedConfig(config.mesh.coordinator_address, config.mesh.num_processes,
                                         config.mesh.process_id).merged_over(DistributedConfig.from_environment())
         how = initialize_distributed(distributed)

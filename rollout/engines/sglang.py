@@ -26,6 +26,11 @@ from rollout.engines.servers import Server, ServerPool
 from rollout.engines.sglang_wire import ProtocolError, finish_reason_of, generate_payload, parse_generation
 
 log = logging.getLogger(__name__)
+# SGLang's memory regions (`tags` of /release_memory_occupation and /resume_memory_occupation, servers run
+# with --enable-memory-saver). Colocated training resumes the weights first, loads new ones into them, and
+# gives the cache back only once the trainer has left the device.
+WEIGHTS, KV_CACHE, CUDA_GRAPH = "weights", "kv_cache", "cuda_graph"
+MEMORY_TAGS = (WEIGHTS, KV_CACHE, CUDA_GRAPH)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +55,8 @@ class SGLangConfig:
 
 
 class SGLangEngine:
-    """Speaks /generate, /pause_generation, /update_weights_from_disk, /continue_generation and /health."""
+    """Speaks /generate, /pause_generation, /update_weights_from_disk, /continue_generation, /health and
+    /release_memory_occupation, /resume_memory_occupation."""
 
     def __init__(self, config: SGLangConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.config = config
@@ -144,13 +150,22 @@ class SGLangEngine:
         for server in self.pool.servers:
             server.weight_version = version
 
+    async def release_memory(self, tags: Sequence[str] | None = None) -> None:
+        """Every server frees the GPU memory of `tags` (None: all of it) so that the trainer can use it.
+        Call with no generation in flight."""
+        await self._on_every_server("/release_memory_occupation", {"tags": _tag_list(tags)})
+
+    async def resume_memory(self, tags: Sequence[str] | None = None) -> None:
+        """Every server takes back the GPU memory of `tags` (None: all of it). Resumed weights hold no
+        meaningful values until the next update_weights."""
+        await self._on_every_server("/resume_memory_occupation", {"tags": _tag_list(tags)})
+
     async def _on_every_server(self, path: str, body: dict[str, Any]) -> None:
         results = await asyncio.gather(*(self._admin(s, path, body) for s in self.pool.servers),
                                        return_exceptions=True)
         failures = [str(r) for r in results if isinstance(r, BaseException)]
         if failures:
-            raise EngineError(f"weight refresh step {path} failed on {len(failures)} of {len(results)} "
-                              f"servers: " + "; ".join(failures))
+            raise EngineError(f"{path} failed on {len(failures)} of {len(results)} servers: " + "; ".join(failures))
 
     async def _admin(self, server: Server, path: str, body: dict[str, Any]) -> None:
         url = f"{server.url}{path}"
@@ -196,3 +211,7 @@ class SGLangEngine:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+def _tag_list(tags: Sequence[str] | None) -> list[str] | None:
+    return None if tags is None else list(tags)

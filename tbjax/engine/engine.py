@@ -14,19 +14,20 @@ import logging
 import random
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
-import jax
 import numpy as np
 from flax import nnx
 
 from rollout.engine import EngineError, Generation, SamplingParams
+from rollout.engines.sglang import KV_CACHE, MEMORY_TAGS, WEIGHTS
 from tbjax.engine.device_step import bucket, step
 from tbjax.engine.requests import Request, Slot, SlotTable
 from tbjax.engine.sampling import RowSampling
 from tbjax.models import Qwen, from_pretrained
 from tbjax.models.decoding import KVCache
+from tbjax.offload import HostOffload
 
 log = logging.getLogger(__name__)
 MIN_KV_BUCKET = 64
@@ -50,6 +51,8 @@ class JaxEngine:
         self._pending: deque[Request] = deque()
         self._cond = threading.Condition()
         self._paused = False
+        self._released: set[str] = set()  # SGLang memory tags whose device memory is given up
+        self._offload = HostOffload()
         self._draining = 0  # holders (weight swap, memory release) waiting for in-flight work to finish
         self._stopping = False
         self._failure: BaseException | None = None
@@ -78,6 +81,7 @@ class JaxEngine:
         return await request.future
 
     async def update_weights(self, hf_dir: str, version: str) -> None:
+        self._refuse_if_weights_released()
         model = await asyncio.to_thread(from_pretrained, hf_dir, mesh=self.mesh, runtime=self.config.runtime)
         if model.config.hf_config != self.config.hf_config:
             raise ValueError(f"{hf_dir} holds a different architecture than the served model; "
@@ -86,6 +90,7 @@ class JaxEngine:
 
     async def set_state(self, state: nnx.State, version: str) -> None:
         """Swaps in new parameters (same structure) once in-flight generations finish."""
+        self._refuse_if_weights_released()
         await asyncio.to_thread(self._with_engine_idle, lambda: self._swap(state, version))
 
     async def health(self) -> bool:
@@ -116,19 +121,38 @@ class JaxEngine:
             self.table.forget_all()
             return True
 
-    async def release_memory(self) -> None:
-        """Parameters to host memory and the KV cache freed (the trainer needs the device)."""
+    async def release_memory(self, tags: Collection[str] | None = None) -> None:
+        """Gives up device memory by SGLang tag (None: all): "weights" moves the parameters to host memory,
+        "kv_cache" frees the cache. Requests wait until everything is resumed. The parameters' device buffers
+        are dropped, not deleted: the model this engine was built from (the trainer's, in process) may share
+        them, and they are freed once nobody does, as in a served engine."""
+        tags = _memory_tags(tags)
+
         def release() -> None:
-            self.state = jax.device_get(self.state)
-            self.cache = None
-            self.table.forget_all()
+            if WEIGHTS in tags:
+                self.state = self._offload.to_host(self.state, free=False)
+            if KV_CACHE in tags:
+                self.cache = None
+                self.table.forget_all()
+            self._released |= tags
         await asyncio.to_thread(self._with_engine_idle, release)
 
-    async def resume_memory(self) -> None:
+    async def resume_memory(self, tags: Collection[str] | None = None) -> None:
+        """Takes back what `release_memory` gave up, by tag (None: all), with the parameters' shardings."""
+        tags = _memory_tags(tags)
+
         def resume() -> None:
-            self.state = jax.device_put(self.state)
-            self.cache = KVCache.zeros(self.config, len(self.table.slots), self.max_len)
+            if WEIGHTS in tags:
+                self.state = self._offload.to_device(self.state, free=False)
+            if KV_CACHE in tags and self.cache is None:
+                self.cache = KVCache.zeros(self.config, len(self.table.slots), self.max_len)
+            self._released -= tags
         await asyncio.to_thread(self._with_engine_idle, resume)
+
+    @property
+    def released(self) -> frozenset[str]:
+        """The memory tags currently given up (empty: serving)."""
+        return frozenset(self._released)
 
     @property
     def busy(self) -> bool:
@@ -153,6 +177,12 @@ class JaxEngine:
         self.weight_version = version
         self.table.forget_all()  # cached keys/values belong to the old weights
         log.info("engine now serves weight version %s", version)
+
+    def _refuse_if_weights_released(self) -> None:
+        """SGLang cannot load weights into released memory either: the caller resumes "weights" first."""
+        if WEIGHTS in self._released:
+            raise ValueError("the engine's weights memory is released: resume_memory(['weights']) before "
+                             "loading new weights")
 
     def _raise_if_failed(self) -> None:
         if self._failure is not None:
@@ -181,7 +211,7 @@ class JaxEngine:
                 self._cond.notify_all()
 
     def _admissible(self) -> bool:
-        return bool(self._pending) and not self._paused and not self._draining and self.cache is not None
+        return bool(self._pending) and not self._paused and not self._draining and not self._released
 
     def _admit(self) -> list[tuple[Slot, int]]:
         admitted = []
@@ -275,3 +305,14 @@ class JaxEngine:
                 request.fail(EngineError(f"the JAX engine's worker failed: {error!r}"))
             self._pending.clear()
             self._cond.notify_all()
+
+
+def _memory_tags(tags: Collection[str] | None) -> set[str]:
+    """SGLang's tags (None: all of them); an unknown tag is the caller's mistake, not something to ignore."""
+    known = set(MEMORY_TAGS)
+    if tags is None:
+        return known
+    unknown = set(tags) - known
+    if unknown:
+        raise ValueError(f"unknown memory tags {sorted(unknown)}; known: {sorted(known)}")
+    return set(tags)
