@@ -1,8 +1,10 @@
 """The synchronous GRPO loop: draw tasks -> run groups of episodes on the engine -> advantages -> one update
 on the mesh -> checkpoint -> publish the new weights to the engine -> log. Resumes from the run directory.
 
-Only process 0 drives rollouts; with one process the embedded JaxEngine shares the trainer's devices and
-receives new parameters in memory, while SGLang servers load each published HF directory from disk.
+Only process 0 drives rollouts and writes the logs; the other processes receive each step's packed batch
+from it (tbjax.multihost) and train, checkpoint and publish in lockstep. The embedded JaxEngine receives new
+parameters in memory (with one process it shares the trainer's devices; with several it serves a
+single-device copy on process 0), while SGLang servers load each published HF directory from disk.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tbjax.config import ConfigError, TrainConfig
 from tbjax.engine import JaxEngine
 from tbjax.metrics_log import MetricsLog
 from tbjax.models import Qwen
+from tbjax.multihost import engine_model, is_driver, share_batch
 from tbjax.packing import batch_from_groups
 from tbjax.publish import publish_weights
 from tbjax.train_step import GRPOTrainer, TrainState
@@ -79,12 +82,12 @@ class Run:
     config: TrainConfig
     trainer: GRPOTrainer
     state: TrainState
-    engine: Any
+    engine: Any  # None on processes other than the driver
     interpreter: Interpreter
     tasks: list[Task]
     iterator: Any  # grain DatasetIterator over task indices (checkpointed)
     checkpointer: Checkpointer
-    metrics: MetricsLog
+    metrics: MetricsLog | None  # None on processes other than the driver
     model_dir: Path
     step: int = 0
     draws: int = 0  # tasks the group scheduler has drawn (group ids and sampling seeds derive from it)
@@ -111,24 +114,30 @@ def _task_stream(run: Run) -> Iterator[Task]:
 
 
 async def _publish(run: Run, version: str) -> float:
+    """Every process takes part (gathers and HF writes are collective); only the driver tells the engine."""
     start = time.perf_counter()
-    if isinstance(run.engine, JaxEngine):
-        await run.engine.set_state(nnx.state(run.trainer.model_for(run.state.params)), version)
+    if run.config.rollout.engine == "embedded":
+        model = engine_model(run.trainer, run.state.params)
+        if run.engine is not None:
+            await run.engine.set_state(nnx.state(model), version)
     else:
         path = publish_weights(run.trainer.model_for(run.state.params), run.directory / "weights", version,
                                tokenizer_dir=run.model_dir)
-        await run.engine.update_weights(str(path), version)
+        if run.engine is not None:
+            await run.engine.update_weights(str(path), version)
     return time.perf_counter() - start
 
 
-async def train_step(run: Run, scheduler: GroupScheduler) -> dict[str, Any]:
+async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any] | None:
+    """One step; the driver (which holds the scheduler) returns its metrics, the other processes None."""
     config, step = run.config, run.step
     start = time.perf_counter()
-    batch = await scheduler.next_batch()
+    batch = await scheduler.next_batch() if scheduler is not None else None
     rollout_s = time.perf_counter() - start
-    trajectories = [t for g in batch.groups for t in g.trajectories]
-    packed = batch_from_groups([g.trajectories for g in batch.groups], config.grpo, config.train.row_len,
-                               config.train.micro_batch_rows, run.trainer.rows_multiple)
+    packed = None if batch is None else batch_from_groups(
+        [g.trajectories for g in batch.groups], config.grpo, config.train.row_len, config.train.micro_batch_rows,
+        run.trainer.rows_multiple)
+    packed, run.draws = share_batch(packed, scheduler.draws if scheduler is not None else run.draws)
     start = time.perf_counter()
     if packed is None:
         log.warning("step %d: no informative group (all rewards equal everywhere): optimizer step skipped", step + 1)
@@ -144,12 +153,15 @@ async def train_step(run: Run, scheduler: GroupScheduler) -> dict[str, Any]:
     if run.checkpointer.due(run.step, final):
         run.checkpointer.save(run.step, run.state, run.iterator.get_state(), {
             "fingerprint": config.fingerprint(), "tasks": task_manifest_hash(run.tasks), "seed": config.rollout.seed,
-            "draws": scheduler.draws})
+            "draws": run.draws})
     save_s = time.perf_counter() - start
     start = time.perf_counter()
     if packed is not None:
         await run.handover.to_engines(run, functools.partial(_publish, run, str(run.step)))
     publish_s = time.perf_counter() - start
+    if batch is None:
+        return None
+    trajectories = [t for g in batch.groups for t in g.trajectories]
     counts = batch.counts
     rewards = [t.reward for t in trajectories]
     tokens = sum(t.completion_tokens for t in trajectories)
@@ -174,29 +186,35 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     dataset = grain.MapDataset.range(len(tasks)).shuffle(seed=config.tasks.seed).repeat(None).to_iter_dataset()
     checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
                                 keep=config.train.keep_checkpoints)
-    state = trainer.init_state(model)
+    # On the update's own shardings from the start: one compilation, and a restore lands there directly (with
+    # several processes, moving a restored array between hosts' devices afterwards is not supported).
+    state = trainer.shard_state(trainer.init_state(model))
     iterator, step, draws = iter(dataset), 0, 0
     latest = checkpointer.latest_step() if config.train.resume == "auto" else None
     if latest is not None:
         state, data_state, record = checkpointer.restore(latest, state, config.fingerprint(),
                                                          config.train.allow_config_change)
-        state = trainer.shard_state(state)
         iterator.set_state(data_state)
         step, draws = int(record["step"]), int(record["draws"])
         log.info("resumed from %s at step %d", config.run.directory / "checkpoints", step)
-    if config.rollout.engine == "embedded":
-        engine = JaxEngine(trainer.model_for(state.params), slots=config.rollout.slots,
-                           max_len=config.rollout.max_len, weight_version=str(step),
-                           prefill_chunk=config.rollout.prefill_chunk,
-                           deterministic=config.rollout.deterministic)
-    else:
-        if not config.rollout.sglang_urls:
-            raise ConfigError("rollout.engine=sglang needs rollout.sglang_urls (the servers' base URLs)")
-        engine = SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step))
+    engine = _engine(config, trainer, state, step)
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
-    metrics = MetricsLog(config.run.directory / "metrics.jsonl")
+    metrics = MetricsLog(config.run.directory / "metrics.jsonl") if is_driver() else None
     return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step,
                draws, Handover.for_placement(config.rollout.placement, engine))
+
+
+def _engine(config: TrainConfig, trainer: GRPOTrainer, state: TrainState, step: int) -> Any:
+    """The driver's rollout engine; None on the other processes (which still join the collective gather)."""
+    if config.rollout.engine == "embedded":
+        model = engine_model(trainer, state.params)
+        if model is None:
+            return None
+        return JaxEngine(model, slots=config.rollout.slots, max_len=config.rollout.max_len, weight_version=str(step),
+                         prefill_chunk=config.rollout.prefill_chunk, deterministic=config.rollout.deterministic)
+    if not config.rollout.sglang_urls:
+        raise ConfigError("rollout.engine=sglang needs rollout.sglang_urls (the servers' base URLs)")
+    return SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step)) if is_driver() else None
 
 
 async def train(run: Run, opener: SessionOpener | None = None) -> Path:
@@ -211,20 +229,25 @@ async def train(run: Run, opener: SessionOpener | None = None) -> Path:
                                    seed=episode_seed(config.rollout.seed, run.step, group_id, member))
         return result.trajectory
 
-    scheduler = GroupScheduler(_task_stream(run), episode, config.groups, first_draw=run.draws)
-    if run.step and isinstance(run.engine, SGLangEngine):
+    scheduler = None
+    if is_driver():
+        scheduler = GroupScheduler(_task_stream(run), episode, config.groups, first_draw=run.draws)
+    if run.step and config.rollout.engine == "sglang":
         await _publish(run, str(run.step))  # servers start from the base checkpoint
     run.handover.start(run)
     while run.step < config.train.steps:
-        run.metrics.write(await train_step(run, scheduler))
+        metrics = await train_step(run, scheduler)
+        if run.metrics is not None:
+            run.metrics.write(metrics)
     run.checkpointer.wait()
     await run.handover.to_trainer(run)  # the export reads the state on the devices
     export = publish_weights(run.trainer.model_for(run.state.params), run.directory / "export", run.step,
                              tokenizer_dir=run.model_dir)
-    await run.engine.close()
     run.checkpointer.close()
-    (run.directory / "config.yaml").write_text(config.to_yaml())
-    (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export)}, indent=2))
+    if is_driver():
+        await run.engine.close()
+        (run.directory / "config.yaml").write_text(config.to_yaml())
+        (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export)}, indent=2))
     return export
 
 

@@ -1,19 +1,15 @@
-"""One process of the multi-process test: joins jax.distributed on 127.0.0.1, loads the tiny model over
+"""One process of the multi-process forward test: joins jax.distributed on 127.0.0.1, loads the tiny model over
 the global 3x8 mesh and writes the gathered logits. Usage: PORT PROCESS_ID MODEL_DIR IDS.npy OUT.npy"""
 
-import os
 import sys
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
-os.environ["JAX_PLATFORMS"] = "cpu"
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from jax.experimental import multihost_utils  # noqa: E402
-
-from tbjax.mesh import DistributedConfig, initialize_distributed, make_mesh, parse_mesh_spec  # noqa: E402
-from tbjax.models import from_pretrained  # noqa: E402
-from tbjax.sharding import ShardingRules, put_global  # noqa: E402
+from tbjax.mesh import DistributedConfig, initialize_distributed, make_mesh, parse_mesh_spec
+from tbjax.models import from_pretrained
+from tbjax.sharding import ShardingRules, put_global
 
 
 def main(port: str, process_id: str, model_dir: str, ids_file: str, out_file: str) -> None:
