@@ -2,8 +2,11 @@
 
 A [tokens, vocab] float32 logits matrix is the largest tensor of a GRPO step (8k tokens x 151k vocab =
 4.9 GB); here only [tokens, chunk] exists at once: a scan over vocabulary chunks keeps a running max,
-log-sum-exp and entropy accumulator, and picks each target's logit from the chunk that holds it. The chunk
-body is rematerialised, so the backward pass does not keep every chunk's logits either.
+log-sum-exp and entropy accumulator, and picks each target's logit from the chunk that holds it. With several
+chunks the chunk body is rematerialised, so the backward pass does not keep every chunk's logits either;
+with one chunk (chunk >= vocab) it is not: the head's backward runs first, while every activation of the
+trunk is still alive, so recomputing a lone chunk would cost a fourth vocabulary matmul and save next to no peak
+memory (a third of this head's time for a 48M Qwen3 on CPU, scripts/bench/grpo_step.py).
 """
 
 from __future__ import annotations
@@ -26,25 +29,27 @@ def chunked_logprobs(hidden: jax.Array, table: jax.Array, targets: jax.Array, te
     neg_inf = jnp.full(lead, -jnp.inf, jnp.float32)
     zeros = jnp.zeros(lead, jnp.float32)
 
-    @jax.checkpoint
     def body(carry, inputs):
         running_max, sum_exp, sum_exp_z, target_logit = carry
         index, weights = inputs
         z = jnp.einsum("...d,vd->...v", hidden, weights.astype(hidden.dtype),
                        preferred_element_type=jnp.float32) / temperature
-        ids = index * chunk + jnp.arange(chunk)
-        z = jnp.where(ids < vocab, z, -jnp.inf)  # padding columns take no probability
+        if pad:  # padding columns take no probability (a full pass over the chunk, so only when there are any)
+            z = jnp.where(index * chunk + jnp.arange(chunk) < vocab, z, -jnp.inf)
         new_max = jnp.maximum(running_max, jnp.max(z, axis=-1))
         rescale = jnp.exp(running_max - new_max)
         p = jnp.exp(z - new_max[..., None])
         sum_exp = sum_exp * rescale + jnp.sum(p, axis=-1)
-        sum_exp_z = sum_exp_z * rescale + jnp.sum(jnp.where(p > 0, p * z, 0.0), axis=-1)
+        p_z = jnp.where(p > 0, p * z, 0.0) if pad else p * z  # 0 * -inf is NaN on padding columns
+        sum_exp_z = sum_exp_z * rescale + jnp.sum(p_z, axis=-1)
         local = targets - index * chunk
         in_chunk = (local >= 0) & (local < chunk)
         picked = jnp.take_along_axis(z, jnp.clip(local, 0, chunk - 1)[..., None], axis=-1)[..., 0]
         target_logit = jnp.where(in_chunk, picked, target_logit)
         return (new_max, sum_exp, sum_exp_z, target_logit), None
 
+    if chunks.shape[0] > 1:
+        body = jax.checkpoint(body)
     (m, s, sz, target_logit), _ = jax.lax.scan(body, (neg_inf, zeros, zeros, zeros),
                                                (jnp.arange(chunks.shape[0]), chunks))
     log_normalizer = m + jnp.log(s)

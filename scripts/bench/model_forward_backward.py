@@ -11,7 +11,6 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -19,15 +18,10 @@ import numpy as np
 import optax
 import torch
 import transformers
+from bench_common import CONFIG, median_seconds
 from flax import nnx
 
 from tbjax.models import ModelConfig, Qwen
-
-CONFIG = {
-    "model_type": "qwen3", "vocab_size": 32768, "hidden_size": 512, "intermediate_size": 1536,
-    "num_hidden_layers": 10, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64,
-    "tie_word_embeddings": True, "rope_theta": 1_000_000.0, "rms_norm_eps": 1e-6, "max_position_embeddings": 4096,
-}
 
 GEMM_SCRIPT = """
 import time, numpy as np
@@ -45,21 +39,6 @@ def gemm_flops() -> float:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     return float(subprocess.run([sys.executable, "-c", GEMM_SCRIPT], env=env, capture_output=True, text=True,
                                 check=True).stdout)
-
-
-def median_seconds(steps: dict[str, object], rounds: int) -> dict[str, float]:
-    """Median step time of each contender, measured in alternation so that load from other processes on
-    the machine falls on both sides alike."""
-    for step in steps.values():  # compile / warm up
-        step()
-        step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - start)
-    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def tbjax_step(ids: np.ndarray):
