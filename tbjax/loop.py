@@ -199,7 +199,7 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
         log.info("resumed from %s at step %d", config.run.directory / "checkpoints", step)
     engine = _engine(config, trainer, state, step)
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
-    metrics = MetricsLog(config.run.directory / "metrics.jsonl") if is_driver() else None
+    metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None
     return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step,
                draws, Handover.for_placement(config.rollout.placement, engine))
 
@@ -246,6 +246,7 @@ async def train(run: Run, opener: SessionOpener | None = None) -> Path:
     run.checkpointer.close()
     if is_driver():
         await run.engine.close()
+        run.metrics.close()
         (run.directory / "config.yaml").write_text(config.to_yaml())
         (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export)}, indent=2))
     return export

@@ -15,6 +15,7 @@ from tbjax.config import MeshSection
 from tbjax.loop import build_run, train
 from tbjax.mesh import DistributedConfig, initialize_distributed, make_mesh, parse_mesh_spec
 from tbjax.models import from_pretrained
+from tbjax.multihost import is_driver, share_batch
 from tests.tbjax.test_loop import brief_session, config_for, signal_tasks
 
 
@@ -33,6 +34,8 @@ def local_replica_digest(params) -> str:
 
 def main(port: str, process_id: str, model_dir: str, root: str, steps: str, out: str) -> None:
     initialize_distributed(DistributedConfig(f"127.0.0.1:{port}", 3, int(process_id)))
+    # The driver's decision to skip an update (no informative group) and its draw count reach every process.
+    assert share_batch(None, 7 if is_driver() else 0) == (None, 7)
     config = config_for(Path(root), int(steps)).model_copy(update={"mesh": MeshSection(shape="3x8")})
     model = from_pretrained(model_dir, mesh=make_mesh(parse_mesh_spec("3x8")), runtime=config.model.runtime())
     run = build_run(config, model, Path(model_dir), tasks=signal_tasks(model_dir))

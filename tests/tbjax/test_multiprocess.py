@@ -15,6 +15,7 @@ import portpicker
 import pytest
 
 from tbjax.models import from_pretrained
+from tests.tbjax.test_tensorboard import read_scalars
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -79,7 +80,11 @@ def test_three_processes_train_checkpoint_and_resume(tiny_dir, tmp_path):
     updates = sum(not line["skipped"] for line in lines)
     assert [line["step"] for line in lines] == [1, 2] and updates >= 1
     assert [r["updates"] for r in first] == [updates] * PROCESSES
+    tensorboard = tmp_path / "resume" / "tensorboard"
+    assert len(list(tensorboard.glob("events.out.tfevents.*"))) == 1  # process 0 logs, the others do not
+    assert read_scalars(tensorboard)["pass_rate"] == pytest.approx({line["step"]: line["pass_rate"] for line in lines})
     second = train_processes(model_dir, tmp_path, 2, "second")
     assert [(r["resumed_from"], r["step"], r["updates"]) for r in second] == [(2, 2, updates)] * PROCESSES
     assert {r["digest"] for r in second} == {first[0]["digest"]}  # restored exactly what was trained
     assert len((tmp_path / "resume" / "metrics.jsonl").read_text().splitlines()) == 2  # no step redone
+    assert len(list(tensorboard.glob("events.out.tfevents.*"))) == 2
