@@ -14,10 +14,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from envs.chat_endpoint import ChatEndpointConfig
+from envs.session import PromptStyle
 from rollout.episode import EpisodeConfig
 from rollout.groups import GroupConfig
 from tbjax.grpo import LossConfig
 from tbjax.models.config import RuntimeConfig
+from tbjax.sft import WarmStartConfig
 from tbjax.train_step import OptimConfig
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
@@ -68,6 +70,29 @@ class TasksSection(Section):
     selected: str | None = None  # selected.yaml from `python -m rollout.select`; None: every train-split task
     domains: list[str] | None = None  # built-in domains to draw from; None: all
     seed: int = 0  # shuffling of the task stream
+    prompt: PromptStyle = "full"  # how built-in domains instruct the agent (envs.session.PromptStyle)
+
+
+class SelectSection(Section):
+    """The selection stage of the default pipeline (tbjax.pipeline): the warm-started policy tries
+    `candidates` train-split tasks `trials` times each; rollout.select keeps the bands in `keep`."""
+
+    candidates: int = 0  # 0: no selection stage (train on tasks.selected or every train-split task)
+    trials: int = 8
+    keep: list[str] = ["hard", "medium", "easy"]
+    min_clean_runs: int = 4
+    seed: int = 0  # which candidates, and the trials' sampling seeds
+
+
+class EvaluateSection(Section):
+    """The evaluation stage: base and trained policies on the same `tasks` held-out tasks, `k` trials each,
+    with the same sampling seeds (a paired comparison)."""
+
+    tasks: int = 0  # 0: no evaluation stage
+    k: int = 8
+    seed: int = 0
+    concurrency: int = 16
+    bootstrap_resamples: int = 1000
 
 
 class RolloutSection(Section):
@@ -120,12 +145,16 @@ class TrainConfig(Section):
     grpo: LossConfig = LossConfig()
     optim: OptimConfig = OptimConfig()
     train: TrainSection = TrainSection()
+    warm_start: WarmStartConfig = WarmStartConfig()
+    select: SelectSection = SelectSection()
+    evaluate: EvaluateSection = EvaluateSection()
 
     def fingerprint(self) -> str:
         """A short hash of what determines the training trajectory (resume checks compare it): everything
-        but the run's bookkeeping (steps to run, resume mode) and where the rollouts run (placement)."""
+        but the run's bookkeeping (steps to run, resume mode), where the rollouts run (placement) and how the
+        result is evaluated afterwards."""
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change"},
-                                            "rollout": {"placement"}})
+                                            "rollout": {"placement"}, "evaluate": True})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def to_yaml(self) -> str:

@@ -30,7 +30,7 @@ from envs.thinkingbox import is_benchmark_task
 from envs.users.llm import LlmUser
 from envs.users.scripted import ScriptedUser
 from rollout.engines.sglang import SGLangEngine
-from rollout.episode import SessionOpener, run_episode
+from rollout.episode import SessionOpener, derive_seed, run_episode
 from rollout.groups import GroupScheduler
 from rollout.interpret import Interpreter
 from tbjax.checkpoint import Checkpointer
@@ -70,11 +70,6 @@ def task_manifest_hash(tasks: list[Task]) -> str:
     return hashlib.sha256("\n".join(t.id for t in tasks).encode()).hexdigest()[:16]
 
 
-def episode_seed(run_seed: int, step: int, group_id: str, member: int) -> int:
-    digest = hashlib.sha256(f"{run_seed}/{step}/{group_id}/{member}".encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
-
-
 @dataclasses.dataclass
 class Run:
     """Everything the loop holds between steps."""
@@ -106,6 +101,11 @@ def _user_factory(config: TrainConfig):
                           "or set user.kind=scripted")
     client = ChatClient.from_config(config.user.endpoint)
     return functools.partial(LlmUser, client=client, temperature=config.user.temperature)
+
+
+def session_opener(config: TrainConfig) -> SessionOpener:
+    """Opens built-in domain sessions with the configured user simulator and prompt style."""
+    return functools.partial(open_session, user=_user_factory(config), prompt=config.tasks.prompt)
 
 
 def _task_stream(run: Run) -> Iterator[Task]:
@@ -221,12 +221,12 @@ async def train(run: Run, opener: SessionOpener | None = None) -> Path:
     """Runs the remaining steps; returns the final HF export. `opener` opens each episode's environment
     session (default: built-in domains with the configured user simulator)."""
     config = run.config
-    opener = opener or functools.partial(open_session, user=_user_factory(config))
+    opener = opener or session_opener(config)
 
     async def episode(task: Task, group_id: str, member: int):
         result = await run_episode(task, run.engine, run.interpreter, group_id=group_id, config=config.episode,
                                    opener=opener, session_id=f"{run.step}/{group_id}/{member}",
-                                   seed=episode_seed(config.rollout.seed, run.step, group_id, member))
+                                   seed=derive_seed(config.rollout.seed, run.step, group_id, member))
         return result.trajectory
 
     scheduler = None

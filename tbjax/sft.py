@@ -112,6 +112,7 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
             record = {"step": step + 1, "nll": update["nll"], "grad_norm": update["grad_norm"],
                       "trained_tokens": update["trained_tokens"]}
             metrics.write(json.dumps(record) + "\n")
+            metrics.flush()
             if on_step:
                 on_step(record)
             progress.update(bar, advance=1, description=f"warm start  nll {update['nll']:.3f}")

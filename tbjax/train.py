@@ -28,6 +28,7 @@ from tbjax.model_source import resolve_model_dir
 from tbjax.models import CheckpointError, ModelConfig, Qwen, UnsupportedModelError, from_pretrained
 from tbjax.models.hf_import import abstract_model
 from tbjax.packing import PackingError
+from tbjax.pipeline import has_stages, run_pipeline
 from tbjax.sharding import ShardingError, ShardingRules, memory_summary, planned_memory
 
 console = Console()
@@ -97,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
                 model_dir = resolve_model_dir(config.model.path, config.run.directory)
                 model_config = ModelConfig.from_pretrained(model_dir, config.model.runtime())
             print_plan(config, model_config)
+            return 0
+        if has_stages(config):
+            console.rule(f"tbjax.train: the {config.run.name} pipeline in {config.run.directory}")
+            run_pipeline(config)
+            console.print(f"[green]done[/green]: results in {config.run.directory / 'results.md'}")
             return 0
         model_dir = resolve_model_dir(config.model.path, config.run.directory)
         mesh = make_mesh(parse_mesh_spec(config.mesh.shape, config.mesh.layout))

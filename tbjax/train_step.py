@@ -128,6 +128,7 @@ class GRPOTrainer:
                                       micro["mask"], micro["weights"], loss_config)
             mask = micro["mask"].astype(jnp.float32)
             gap = jnp.where(jnp.isnan(behaviour), 0.0, jnp.abs(jax.lax.stop_gradient(logprobs) - behaviour))
+            terms["nll"] = -jnp.sum(jax.lax.stop_gradient(logprobs) * mask)
             terms["entropy"] = jnp.sum(entropy * mask)
             terms["logprob_gap"] = jnp.sum(gap * mask)
             return terms["loss"], terms
@@ -197,6 +198,7 @@ def summarise(sums: dict[str, np.ndarray], denominator: float) -> dict[str, floa
         "clip_fraction": float(sums["clipped"]) / tokens,
         "tis_truncated_fraction": float(sums["tis_truncated"]) / tokens,
         "tis_weight_mean": float(sums["tis_weight"]) / tokens,
+        "nll": float(sums["nll"]) / tokens,  # mean negative log-likelihood of the trained tokens
         "entropy": float(sums["entropy"]) / tokens,
         "logprob_gap": float(sums["logprob_gap"]) / tokens,
         "kl": float(sums["kl"]) / tokens,

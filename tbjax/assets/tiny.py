@@ -46,9 +46,12 @@ TINY_ARCHITECTURES: dict[str, dict[str, Any]] = {
 
 # Policies sized to learn on a laptop CPU (the default pipeline's warm start), not for parity tests.
 DEMO_ARCHITECTURES: dict[str, dict[str, Any]] = {
-    "qwen3-demo": {**_COMMON, "model_type": "qwen3", "hidden_size": 256, "intermediate_size": 768,
-                   "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+    "qwen3-demo": {**_COMMON, "model_type": "qwen3", "hidden_size": 128, "intermediate_size": 384,
+                   "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
                    "max_position_embeddings": 8192, "tie_word_embeddings": True, "rope_theta": 100_000.0},
+    "qwen3-demo-wide": {**_COMMON, "model_type": "qwen3", "hidden_size": 256, "intermediate_size": 768,
+                        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                        "max_position_embeddings": 8192, "tie_word_embeddings": True, "rope_theta": 100_000.0},
 }
 ARCHITECTURES = {**TINY_ARCHITECTURES, **DEMO_ARCHITECTURES}
 

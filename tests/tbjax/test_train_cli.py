@@ -19,18 +19,20 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 SHORT = ["train.steps=1", "groups.groups=1", "groups.max_extra_rounds=0", "episode.max_turns=1",
          "episode.max_tokens_per_turn=8"]
+GRPO_ONLY = ["model.path=tiny:qwen3", "warm_start.steps=0", "select.candidates=0", "evaluate.tasks=0"]
 
 
-def test_default_run_trains_checkpoints_and_exports(tmp_path):
-    """The no-flag command, shortened to one step: tiny policy made, one GRPO step, checkpoint, HF export."""
-    result = run(*SHORT, cwd=tmp_path)
+def test_plain_grpo_run_trains_checkpoints_and_exports(tmp_path):
+    """Without pipeline stages (the multi-host shape): tiny policy made, one GRPO step, checkpoint, HF export.
+    The no-flag pipeline is tests/tbjax/test_pipeline.py."""
+    result = run(*SHORT, *GRPO_ONLY, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "qwen3, 2 layers, hidden 64" in result.stdout and "done: 1 steps" in result.stdout
     assert (tmp_path / "runs/default/assets/tiny-qwen3/model.safetensors").is_file()
     assert (tmp_path / "runs/default/checkpoints/1").is_dir()
     export = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "runs/default/export/v1")
     assert export.config.hidden_size == 64
-    again = run(*SHORT, cwd=tmp_path)  # a second call finds the run complete and only re-exports
+    again = run(*SHORT, *GRPO_ONLY, cwd=tmp_path)  # a second call finds the run complete and only re-exports
     assert again.returncode == 0 and "done: 1 steps" in again.stdout
 
 
