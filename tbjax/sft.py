@@ -124,7 +124,9 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
 
 
 def _fingerprint(config: WarmStartConfig) -> str:
-    return repr(dataclasses.astuple(config))
+    """What a resumed warm start must share with the checkpoint's run: everything but the step count (the
+    schedule is constant after warm-up, so running longer continues the same run)."""
+    return repr(dataclasses.astuple(dataclasses.replace(config, steps=0)))
 
 
 def _progress() -> Progress:

@@ -1,0 +1,63 @@
+"""Warm start: the GRPO update with unit advantages is a maximum-likelihood step, batches are a pure function
+of (seed, step), and a resumed warm start ends where an uninterrupted one does."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tbjax.models import from_pretrained
+from tbjax.packing import pack
+from tbjax.sft import MLE, WarmStartConfig, step_batch, warm_start
+from tbjax.train_step import GRPOTrainer, OptimConfig
+from tests.tbjax.test_train_step import flat, synthetic_groups
+
+DEMOS = [t for group in synthetic_groups(seed=3) for t in group]
+
+
+def test_unit_advantage_update_is_the_negative_log_likelihood_gradient(tiny_dir) -> None:
+    model = from_pretrained(tiny_dir("qwen3"))
+    trainer = GRPOTrainer(model, MLE, logprob_chunk=512)
+    params = trainer.init_state(model).params
+    trained = sum(sum(t.loss_mask[1:]) for t in DEMOS)
+    batch = pack(DEMOS, [1.0] * len(DEMOS), [1.0] * len(DEMOS), trained, 256, 1)
+    arrays = {k: jnp.asarray(v) for k, v in batch.arrays.items()}
+    grads, sums = trainer.gradients(params, arrays, jnp.float32(batch.denominator))
+
+    def mean_nll(p):
+        view = trainer.model_for(p)
+        total = 0.0
+        for t in DEMOS:
+            ids = jnp.asarray([t.token_ids])
+            logits = view.logits(view.hidden_states(ids))[0, :-1]
+            logp = jax.nn.log_softmax(logits.astype(jnp.float32))
+            picked = jnp.take_along_axis(logp, ids[0, 1:, None], axis=-1)[:, 0]
+            total = total - jnp.sum(picked * jnp.asarray(t.loss_mask[1:]))
+        return total / trained
+
+    expected = jax.grad(mean_nll)(params)
+    np.testing.assert_allclose(flat(grads), flat(expected), atol=2e-6)
+    assert float(sums["nll"]) / trained == pytest.approx(float(mean_nll(params)), rel=1e-5)
+    assert np.abs(flat(expected)).max() > 1e-4
+
+
+def test_step_batches_are_seeded_epochs() -> None:
+    demos = list(range(10))
+    first_epoch = [x for step in range(5) for x in step_batch(demos, step, 2, seed=1)]
+    assert sorted(first_epoch) == demos  # every demonstration once per epoch
+    assert step_batch(demos, 7, 2, seed=1) == step_batch(demos, 7, 2, seed=1)
+    assert first_epoch != [x for step in range(5, 10) for x in step_batch(demos, step, 2, seed=1)]
+
+
+def test_resumed_warm_start_equals_the_uninterrupted_one(tiny_dir, tmp_path) -> None:
+    path = tiny_dir("qwen3")
+    config = WarmStartConfig(steps=3, episodes_per_step=4, learning_rate=1e-3, warmup_steps=1, checkpoint_every=1)
+    straight = warm_start(from_pretrained(path), path, DEMOS, config, tmp_path / "a", row_len=256)
+    warm_start(from_pretrained(path), path, DEMOS, WarmStartConfig(**{**config.__dict__, "steps": 1}),
+               tmp_path / "b", row_len=256)
+    resumed = warm_start(from_pretrained(path), path, DEMOS, config, tmp_path / "b", row_len=256)
+    a, b = from_pretrained(straight), from_pretrained(resumed)
+    np.testing.assert_array_equal(np.asarray(a.embed_tokens[...]), np.asarray(b.embed_tokens[...]))
+    assert not np.array_equal(np.asarray(a.embed_tokens[...]), np.asarray(from_pretrained(path).embed_tokens[...]))
+    assert len((tmp_path / "b" / "metrics.jsonl").read_text().splitlines()) == 3
+    assert OptimConfig().learning_rate == 1e-6  # the warm start's own lr never leaks into the GRPO default
