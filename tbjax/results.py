@@ -74,8 +74,8 @@ def results_table(result: dict[str, Any], seconds: dict[str, float]) -> Table:
         table.add_row(*row)
     table.add_section()
     table.add_row("tokens", _tokens(a), _tokens(result["b"]), "", "")
-    table.add_row("wall time", ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items()), "", "",
-                  f"total {sum(seconds.values()) / 60:.1f} min")
+    table.caption = "wall time: " + ", ".join(f"{name} {s:.0f} s" for name, s in seconds.items()) + \
+        f"; total {sum(seconds.values()) / 60:.1f} min"
     return table
 
 
