@@ -26,6 +26,7 @@ from typing import Any
 
 import jax
 import numpy as np
+import yaml
 from rich.console import Console
 
 from envs import Task, load_tasks
@@ -135,6 +136,11 @@ def _complete(out: Path, tasks: list[Task], k: int) -> bool:
     return data.get("tasks") == len(tasks) and data.get("k") == k
 
 
+def _write_ids(path: Path, ids: list[str]) -> str:
+    atomic_write(path, yaml.safe_dump({"tasks": ids}, sort_keys=False))
+    return str(path)
+
+
 def run_pipeline(config: TrainConfig, on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Runs (or resumes) every stage; returns the comparison (compare.json's content)."""
     if jax.process_count() > 1:
@@ -173,11 +179,13 @@ def run_pipeline(config: TrainConfig, on_stage: Callable[[str], None] | None = N
             base.run(candidates, s.trials, s.seed, root / "select")
             manifest = run_selection(root / "select" / "trials.jsonl", root / "select", SelectionConfig(
                 keep=tuple(s.keep), min_clean_runs=s.min_clean_runs))
-            if not manifest["counts"]["selected"]:
-                raise ConfigError(f"selection kept no task of {s.candidates} candidates (per band: "
-                                  f"{manifest['counts']['per_band']}): GRPO has nothing to learn from. Warm start "
-                                  "longer (warm_start.steps), try more candidates, or widen select.keep")
             selected = str(root / "select" / "selected.yaml")
+            if not manifest["counts"]["selected"]:
+                console.print(f"[yellow]selection kept no task of {s.candidates} candidates (per band: "
+                              f"{manifest['counts']['per_band']}): every group will have equal rewards and GRPO "
+                              "will skip its steps. Train on all candidates to show it; to fix, change "
+                              "warm_start.steps or select.keep[/yellow]")
+                selected = _write_ids(root / "select" / "candidates.yaml", [t.id for t in candidates])
     heldout = sample_tasks("heldout", config.evaluate.tasks, config.evaluate.seed, config.tasks.domains)
     with stage("evaluate base"):
         if heldout:

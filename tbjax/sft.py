@@ -98,6 +98,9 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
     state = trainer.init_state(model)
     checkpointer = Checkpointer(out / "checkpoints", save_every=config.checkpoint_every, keep=1)
     start = checkpointer.latest_step() or 0
+    if start > config.steps:
+        raise ValueError(f"{out / 'checkpoints'} holds step {start}, past warm_start.steps={config.steps}: "
+                         "use a new run directory (run.name) or the same or more steps")
     if start:
         state, _, _ = checkpointer.restore(start, state, fingerprint=_fingerprint(config), allow_change=False)
         state = trainer.shard_state(state)
