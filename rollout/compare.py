@@ -113,6 +113,17 @@ def markdown(result: dict[str, Any], names: tuple[str, str]) -> str:
     return "\n".join(lines)
 
 
+def write_comparison(a: Path, b: Path, out: Path, *, names: tuple[str, str], prices: PriceTable | None = None,
+                     resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Compares the trial records in files `a` and `b` and writes DIR/compare.json, compare.md and domains.png
+    (campaigns labelled by `names`); returns compare.json's content."""
+    result = compare(read_records(a), read_records(b), prices=prices, resamples=resamples, seed=seed)
+    atomic_write(out / "compare.json", canonical_json(result))
+    atomic_write(out / "compare.md", markdown(result, names))
+    compare_domains_png(out / "compare.json", out / "domains.png", (f"a: {names[0]}", f"b: {names[1]}"))
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     p = argparse.ArgumentParser(prog="python -m rollout.compare", description=__doc__.split("\n")[0])
@@ -124,14 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (same seed, same intervals)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        result = compare(read_records(args.a), read_records(args.b), prices=load_prices(args.prices),
-                         resamples=args.resamples, seed=args.seed)
+        result = write_comparison(args.a, args.b, args.out, names=(args.a.name, args.b.name),
+                                  prices=load_prices(args.prices), resamples=args.resamples, seed=args.seed)
     except ValueError as error:
         log.error("%s", error)
         return 2
-    atomic_write(args.out / "compare.json", canonical_json(result))
-    atomic_write(args.out / "compare.md", markdown(result, (args.a.name, args.b.name)))
-    compare_domains_png(args.out / "compare.json", args.out / "domains.png", (f"a: {args.a.name}", f"b: {args.b.name}"))
     log.info("pass@1 %s -> %s; written to %s", result["a"]["pass@1"], result["b"]["pass@1"], args.out)
     return 0
 

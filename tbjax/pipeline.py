@@ -31,7 +31,7 @@ from rich.console import Console
 
 from envs import Task, load_tasks
 from envs.thinkingbox import is_benchmark_task
-from rollout import compare as compare_cli
+from rollout.compare import write_comparison
 from rollout.evaluate import evaluate
 from rollout.evaluation.runner import token_trial_runner
 from rollout.evaluation.selection import SelectionConfig
@@ -209,13 +209,9 @@ def run_pipeline(config: TrainConfig, on_stage: Callable[[str], None] | None = N
         learning_curves_png(root / "grpo" / "metrics.jsonl", root / "learning_curves.png")
         if not heldout:
             return {}
-        code = compare_cli.main([str(root / "eval" / "base" / "trials.jsonl"),
-                                 str(root / "eval" / "trained" / "trials.jsonl"), "--out", str(root / "compare"),
-                                 "--resamples", str(config.evaluate.bootstrap_resamples),
-                                 "--seed", str(config.evaluate.seed)])
-        if code:
-            raise RuntimeError(f"rollout.compare failed (exit {code}); see the log above")
-        result = json.loads((root / "compare" / "compare.json").read_text())
+        result = write_comparison(root / "eval" / "base" / "trials.jsonl", root / "eval" / "trained" / "trials.jsonl",
+                                  root / "compare", names=("base", "trained"),
+                                  resamples=config.evaluate.bootstrap_resamples, seed=config.evaluate.seed)
     console.print(results_table(result, clock.seconds))
     atomic_write(root / "results.md", results_markdown(result, clock.seconds, config))
     return result
