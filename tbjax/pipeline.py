@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -141,7 +141,7 @@ def _write_ids(path: Path, ids: list[str]) -> str:
     return str(path)
 
 
-def run_pipeline(config: TrainConfig, on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_pipeline(config: TrainConfig) -> dict[str, Any]:
     """Runs (or resumes) every stage; returns the comparison (compare.json's content)."""
     if jax.process_count() > 1:
         raise ConfigError("the warm-start / select / evaluate stages run in one process (the embedded engine); "
@@ -150,11 +150,7 @@ def run_pipeline(config: TrainConfig, on_stage: Callable[[str], None] | None = N
     root = config.run.directory
     root.mkdir(parents=True, exist_ok=True)
     clock = StageClock(root / "stages.json")
-
-    def stage(name: str):
-        if on_stage:
-            on_stage(name)
-        return clock.stage(name)
+    stage = clock.stage
 
     with stage("assets"):
         model_dir = resolve_model_dir(config.model.path, root)
