@@ -52,8 +52,7 @@ def domain_rows(result: dict[str, Any]) -> list[Row]:
         ci = result["ci"]["domains"].get(name, {}).get("pass@1")
         rows.append((name, f"{_pct(a['pass@1'])}  ({a['observed_k_of_k']['count']} k/k)",
                      f"{_pct(b['pass@1'])}  ({b['observed_k_of_k']['count']} k/k)",
-                     _points(None if a["pass@1"] is None or b["pass@1"] is None else b["pass@1"] - a["pass@1"]),
-                     _interval(ci)))
+                     _points(result["delta"]["domains"][name]["pass@1"]), _interval(ci)))
     return rows
 
 

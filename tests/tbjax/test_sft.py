@@ -9,7 +9,7 @@ import pytest
 from tbjax.models import from_pretrained
 from tbjax.packing import pack
 from tbjax.sft import MLE, WarmStartConfig, step_batch, warm_start
-from tbjax.train_step import GRPOTrainer, OptimConfig
+from tbjax.train_step import GRPOTrainer
 from tests.tbjax.test_train_step import flat, synthetic_groups
 
 DEMOS = [t for group in synthetic_groups(seed=3) for t in group]
@@ -60,4 +60,3 @@ def test_resumed_warm_start_equals_the_uninterrupted_one(tiny_dir, tmp_path) -> 
     np.testing.assert_array_equal(np.asarray(a.embed_tokens[...]), np.asarray(b.embed_tokens[...]))
     assert not np.array_equal(np.asarray(a.embed_tokens[...]), np.asarray(from_pretrained(path).embed_tokens[...]))
     assert len((tmp_path / "b" / "metrics.jsonl").read_text().splitlines()) == 3
-    assert OptimConfig().learning_rate == 1e-6  # the warm start's own lr never leaks into the GRPO default
