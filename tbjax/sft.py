@@ -23,6 +23,7 @@ from pathlib import Path
 import jax
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from transformers import AutoTokenizer
 
 from envs import Task
 from rollout.episode import EpisodeConfig, SessionOpener
@@ -31,6 +32,7 @@ from rollout.oracle import demonstrations
 from rollout.records import atomic_write
 from rollout.trajectory import Trajectory
 from tbjax.checkpoint import Checkpointer
+from tbjax.fresh_values import digit_token_ids, refresh_values
 from tbjax.grpo import LossConfig
 from tbjax.models import Qwen
 from tbjax.packing import pack
@@ -52,6 +54,7 @@ class WarmStartConfig:
     grad_clip: float = 1.0
     seed: int = 0
     checkpoint_every: int = 20
+    fresh_values: float = 0.0  # chance a drawn demonstration gets new random long numbers (tbjax.fresh_values)
 
 
 def load_or_record_demos(path: Path, tasks: list[Task], interpreter: Interpreter, opener: SessionOpener,
@@ -68,13 +71,22 @@ def load_or_record_demos(path: Path, tasks: list[Task], interpreter: Interpreter
     return trajectories
 
 
-def step_batch(demos: list[Trajectory], step: int, size: int, seed: int) -> list[Trajectory]:
-    """The demonstrations of update `step` (0-based): epochs of a seeded permutation, a pure function of
-    (seed, step) so a resumed warm start draws exactly what an uninterrupted one would."""
+def step_batch(demos: list[Trajectory], step: int, config: WarmStartConfig,
+               digit_ids: list[int] | None = None) -> list[Trajectory]:
+    """The demonstrations of update `step` (0-based): epochs of a seeded permutation, each drawn demonstration
+    given fresh values with chance `config.fresh_values` (needs `digit_ids`); a pure function of (seed, step)
+    so a resumed warm start draws exactly what an uninterrupted one would."""
+    size = config.episodes_per_step
     per_epoch = max(1, len(demos) // size)
     epoch, index = divmod(step, per_epoch)
-    order = np.random.default_rng([seed, epoch]).permutation(len(demos))
-    return [demos[i] for i in order[index * size:(index + 1) * size]]
+    order = np.random.default_rng([config.seed, epoch]).permutation(len(demos))
+    batch = [demos[i] for i in order[index * size:(index + 1) * size]]
+    if not config.fresh_values:
+        return batch
+    if digit_ids is None:
+        raise ValueError("warm_start.fresh_values needs the tokenizer's digit ids")
+    rng = np.random.default_rng([config.seed, step, 1])
+    return [refresh_values(d, digit_ids, rng) if rng.random() < config.fresh_values else d for d in batch]
 
 
 def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: WarmStartConfig, out: Path, *,
@@ -106,8 +118,9 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
         state = trainer.shard_state(state)
     with _progress() as progress, (out / "metrics.jsonl").open("a") as metrics:
         bar = progress.add_task("warm start", total=config.steps, completed=start)
+        digit_ids = digit_token_ids(AutoTokenizer.from_pretrained(model_dir)) if config.fresh_values else None
         for step in range(start, config.steps):
-            batch = step_batch(demos, step, config.episodes_per_step, config.seed)
+            batch = step_batch(demos, step, config, digit_ids)
             trained = sum(sum(t.loss_mask[1:]) for t in batch)
             packed = pack(batch, [1.0] * len(batch), [1.0] * len(batch), trained, row_len, micro_batch_rows,
                           trainer.rows_multiple)

@@ -12,11 +12,16 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 TAG_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>")
+# Qwen's pre-tokenization: every digit is its own token and a word keeps at most one leading non-letter, so a
+# value reads as the same tokens in the user's sentence, a tool result and a JSON argument. A policy copies an
+# id by matching tokens; GPT-2's byte-level split ("Ġ2", "0001" here, "200" there) makes that a lookup table.
+QWEN_PRETOKENIZE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                    r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 CHAT_TEMPLATE = (Path(__file__).parent / "chat_template.jinja").read_text()
 
 BASE_CORPUS = (
@@ -47,7 +52,10 @@ def train_tokenizer(texts: Iterable[str] | None = None, vocab_size: int = 4096) 
     representable, so no text is ever unknown. A small corpus stops below `vocab_size`."""
     texts = list(BASE_CORPUS) + list(domain_corpus()) if texts is None else list(texts)
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_PRETOKENIZE), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
     bpe.decoder = decoders.ByteLevel()
     bpe.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(

@@ -1,6 +1,8 @@
 """Warm start: the GRPO update with unit advantages is a maximum-likelihood step, batches are a pure function
 of (seed, step), and a resumed warm start ends where an uninterrupted one does."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,10 +45,23 @@ def test_unit_advantage_update_is_the_negative_log_likelihood_gradient(tiny_dir)
 
 def test_step_batches_are_seeded_epochs() -> None:
     demos = list(range(10))
-    first_epoch = [x for step in range(5) for x in step_batch(demos, step, 2, seed=1)]
+    config = WarmStartConfig(episodes_per_step=2, seed=1)
+    first_epoch = [x for step in range(5) for x in step_batch(demos, step, config)]
     assert sorted(first_epoch) == demos  # every demonstration once per epoch
-    assert step_batch(demos, 7, 2, seed=1) == step_batch(demos, 7, 2, seed=1)
-    assert first_epoch != [x for step in range(5, 10) for x in step_batch(demos, step, 2, seed=1)]
+    assert step_batch(demos, 7, config) == step_batch(demos, 7, config)
+    assert first_epoch != [x for step in range(5, 10) for x in step_batch(demos, step, config)]
+
+
+def test_fresh_values_are_drawn_per_step_and_reproducible() -> None:
+    digits = list(range(100, 110))
+    demo = dataclasses.replace(DEMOS[0], token_ids=[5, 101, 102, 103, 104, 7, 101, 102, 103, 104, 9][:11],
+                               loss_mask=[0] * 11, logprobs=[0.0] * 11)
+    config = WarmStartConfig(episodes_per_step=1, fresh_values=1.0)
+    drawn = [step_batch([demo], step, config, digits)[0].token_ids for step in range(4)]
+    assert drawn[0] == step_batch([demo], 0, config, digits)[0].token_ids  # a resumed run draws the same
+    assert len({tuple(ids) for ids in drawn}) > 1
+    with pytest.raises(ValueError, match="digit ids"):
+        step_batch([demo], 0, config)
 
 
 def test_resumed_warm_start_equals_the_uninterrupted_one(tiny_dir, tmp_path) -> None:

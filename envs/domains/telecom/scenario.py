@@ -33,6 +33,11 @@ def identify(customer: dict[str, Any], phone: str | None = None) -> list[ToolCal
     ]
 
 
+def lines_of(customer: dict[str, Any]) -> ToolCall:
+    """The lookup before any call on a line: line ids appear in no opening, only in list_lines' result."""
+    return call("list_lines", customer_id=customer["customer_id"])
+
+
 def scenario(customer: dict[str, Any], opening: str, goal: str, phone: str | None = None) -> UserScenario:
     return UserScenario(
         opening=opening,

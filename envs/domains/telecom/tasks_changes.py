@@ -8,6 +8,7 @@ from envs.domains.telecom.scenario import (
     customer_of,
     day_before,
     identify,
+    lines_of,
     record,
     scenario,
 )
@@ -41,8 +42,8 @@ def upgrade_plan(ctx: GenContext) -> TaskDraft:
         scenario=scenario(customer, f"Hi, I'd like to upgrade my line {line['msisdn']} to the "
                           f"{PLAN_NAMES[target]} plan.", f"line {line['msisdn']} moves to {PLAN_NAMES[target]}",
                           phone=line["msisdn"]),
-        golden_path=[*identify(customer, line["msisdn"]), call("change_plan", line_id=line["line_id"],
-                                                                plan_code=target)],
+        golden_path=[*identify(customer, line["msisdn"]), lines_of(customer),
+                     call("change_plan", line_id=line["line_id"], plan_code=target)],
     )
 
 
@@ -54,7 +55,7 @@ def downgrade_under_contract(ctx: GenContext) -> TaskDraft:
     return TaskDraft(
         scenario=scenario(customer, f"My bill is too high. Please move my line {line['msisdn']} down to the "
                           f"{PLAN_NAMES[target]} plan.", f"cheaper plan {PLAN_NAMES[target]}", phone=line["msisdn"]),
-        golden_path=[*identify(customer, line["msisdn"]), call("list_lines", customer_id=customer["customer_id"])],
+        golden_path=[*identify(customer, line["msisdn"]), lines_of(customer)],
     )
 
 
@@ -68,7 +69,7 @@ def plan_change_too_soon(ctx: GenContext) -> TaskDraft:
                           "I know I changed recently but I need more data.", f"plan {PLAN_NAMES[target]}",
                           phone=line["msisdn"]),
         initial_patch={"lines": [record(ctx, "lines", "line_id", line["line_id"], last_plan_change=recent)]},
-        golden_path=[*identify(customer, line["msisdn"]), call("list_lines", customer_id=customer["customer_id"])],
+        golden_path=[*identify(customer, line["msisdn"]), lines_of(customer)],
     )
 
 
@@ -96,7 +97,7 @@ def enable_roaming(ctx: GenContext) -> TaskDraft:
         scenario=scenario(customer, _roaming_opening(line, ctx.rng.choice(COUNTRIES)), "roaming turned on",
                           phone=line["msisdn"]),
         golden_path=[*identify(customer, line["msisdn"]), call("list_invoices", customer_id=customer["customer_id"]),
-                     call("set_roaming", line_id=line["line_id"], enabled=True)],
+                     lines_of(customer), call("set_roaming", line_id=line["line_id"], enabled=True)],
     )
 
 
@@ -108,7 +109,8 @@ def roaming_needs_approval(ctx: GenContext) -> TaskDraft:
         scenario=scenario(customer, _roaming_opening(line, ctx.rng.choice(COUNTRIES)),
                           "roaming turned on, or a request for it filed", phone=line["msisdn"]),
         golden_path=[*identify(customer, line["msisdn"]), call("list_invoices", customer_id=customer["customer_id"]),
-                     call("open_ticket", customer_id=customer["customer_id"], category="roaming_approval",
+                     lines_of(customer), call("open_ticket", customer_id=customer["customer_id"],
+                                              category="roaming_approval",
                           summary="customer requests roaming", subject_id=line["line_id"])],
     )
 
@@ -208,7 +210,8 @@ def suspend_lost_phone(ctx: GenContext) -> TaskDraft:
     return TaskDraft(
         scenario=scenario(customer, f"My phone {what} an hour ago! Please block my line {line['msisdn']}.",
                           "the line blocked", phone=customer["phone"]),
-        golden_path=[*identify(customer), call("suspend_line", line_id=line["line_id"], reason=reason)],
+        golden_path=[*identify(customer), lines_of(customer), call("suspend_line", line_id=line["line_id"],
+                                                                   reason=reason)],
     )
 
 
@@ -224,7 +227,7 @@ def add_addon(ctx: GenContext) -> TaskDraft:
     return TaskDraft(
         scenario=scenario(customer, f"Please add {addon['name']} to my line {line['msisdn']}.",
                           f"{addon['name']} added", phone=line["msisdn"]),
-        golden_path=[*identify(customer, line["msisdn"]), call("list_lines", customer_id=customer["customer_id"]),
+        golden_path=[*identify(customer, line["msisdn"]), lines_of(customer),
                      call("add_addon", line_id=line["line_id"], addon_code=addon["addon_code"])],
     )
 

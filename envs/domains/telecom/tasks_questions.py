@@ -9,6 +9,7 @@ from envs.domains.telecom.scenario import (
     date_phrases,
     dollars,
     identify,
+    lines_of,
     money_phrases,
     scenario,
 )
@@ -27,7 +28,7 @@ def plan_and_fee(ctx: GenContext) -> TaskDraft:
     return TaskDraft(
         scenario=scenario(customer, f"Which plan is my line {line['msisdn']} on, and what does it cost per month?",
                           "learn the plan name and monthly fee", phone=line["msisdn"]),
-        golden_path=[*identify(customer, line["msisdn"]), call("list_lines", customer_id=customer["customer_id"])],
+        golden_path=[*identify(customer, line["msisdn"]), lines_of(customer)],
         rubrics=[Rubric(kind="must_mention", phrases=(PLAN_NAMES[plan],), description="names the plan"),
                  Rubric(kind="must_mention", phrases=money_phrases(fee), description="states the monthly fee")],
         reference_answer=f"Your line {line['msisdn']} is on the {PLAN_NAMES[plan]} plan at ${dollars(fee)} a month.",
@@ -58,7 +59,7 @@ def contract_end_date(ctx: GenContext) -> TaskDraft:
     return TaskDraft(
         scenario=scenario(customer, f"When does the contract on my line {line['msisdn']} end?",
                           "learn the contract end date", phone=line["msisdn"]),
-        golden_path=[*identify(customer, line["msisdn"]), call("list_lines", customer_id=customer["customer_id"])],
+        golden_path=[*identify(customer, line["msisdn"]), lines_of(customer)],
         rubrics=[Rubric(kind="must_mention", phrases=date_phrases(line["contract_end"]),
                         description="states the contract end date")],
         reference_answer=f"The contract on {line['msisdn']} ends on {date_phrases(line['contract_end'])[1]}.",
