@@ -74,3 +74,22 @@ def test_accelerator_kernels_refuse_the_wrong_platform(qkv_and_segments, impl, p
     q, k, v, segments = qkv_and_segments
     with pytest.raises(ValueError, match=f"needs a {platform} backend.*attention_impl=xla"):
         attend(impl, q, k, v, segments)
+
+
+def test_blockwise_causal_mask_answers_every_block_like_splash_causal_mask():
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
+
+    from tbjax.models.attention_kernels import _blockwise_causal_mask_type
+
+    fast, reference = _blockwise_causal_mask_type()((1536, 1536)), masks.CausalMask((1536, 1536))
+    for q in range(0, 1536, 512):
+        for kv in range(0, 1536, 512):
+            index = (slice(q, q + 512), slice(kv, kv + 512))
+            np.testing.assert_array_equal(fast[index], reference[index])
+
+
+def test_splash_rejects_a_sequence_that_is_not_a_block_multiple(qkv_and_segments):
+    q, k, v, segments = qkv_and_segments
+    with pytest.raises(ValueError, match="multiple of 512, got 1000.*row_len"):
+        attend("splash", *(jnp.tile(x, (1, 4) + (1,) * (x.ndim - 2))[:, :1000] for x in (q, k, v, segments)),
+               interpret=True)
