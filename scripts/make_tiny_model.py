@@ -22,7 +22,10 @@ def make_checkpoint(out_dir: Path, arch: str, dtype: str = "float32", seed: int 
     tokenizer = train_tokenizer()
     config = transformers.AutoConfig.for_model(**hf_config(arch, len(tokenizer)))
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    # a multimodal config (text_config inside) is saved by its image-text class, as such checkpoints ship
+    auto = transformers.AutoModelForImageTextToText if hasattr(config, "text_config") else \
+        transformers.AutoModelForCausalLM
+    model = auto.from_config(config).eval()
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):

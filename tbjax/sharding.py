@@ -33,6 +33,9 @@ DEFAULT_RULES: Mapping[str, MeshAxes] = {
     "router": (),
     "norm": (),
     "layers": (),
+    "linear_k_heads": ("tensor",),  # Gated DeltaNet key heads; value heads follow in contiguous groups
+    "linear_v_heads": ("tensor",),
+    "conv_kernel": (),
     # activations
     "batch": ("data", "fsdp"),
     "seq": (),

@@ -1,11 +1,17 @@
 """Incremental decoding with a KV cache: the forward pass the inference engine runs.
 
-The cache holds every layer's keys and values for a fixed number of slots (one per concurrent sequence):
-k, v: [layers, slots, max_len, kv_heads, head_dim]. One function serves prefill and decode: it takes
-`tokens` [rows, t] for cache rows `slots` [rows] starting at absolute positions `starts` [rows], writes
-their keys/values into the cache and attends to everything the slot holds up to each query's position.
-Prefill is rows=1..n with t = a padded prompt bucket; a decode step is rows=slots with t=1. Attention reads
-only the first `kv_len` cache positions (a static bucket), so short sequences do not pay for max_len.
+The cache holds every full-attention layer's keys and values for a fixed number of slots (one per
+concurrent sequence): k, v: [attention_layers, slots, max_len, kv_heads, head_dim]. One function serves
+prefill and decode: it takes `tokens` [rows, t] for cache rows `slots` [rows] starting at absolute positions
+`starts` [rows], writes their keys/values into the cache and attends to everything the slot holds up to each
+query's position. Prefill is rows=1..n with t = a padded prompt bucket; a decode step is rows=slots with
+t=1. Attention reads only the first `kv_len` cache positions (a static bucket), so short sequences do not
+pay for max_len.
+
+A hybrid model's Gated DeltaNet layers keep, beside it, one `LinearState` per slot (recurrent state and
+short-conv inputs, [linear_layers, slots, ...]): the state after everything the slot has consumed. So a
+row either starts a sequence (starts == 0, the state is reset) or continues exactly where its slot stopped;
+unlike keys and values, the state cannot be rewound to a shorter prefix.
 """
 
 from __future__ import annotations
@@ -18,19 +24,22 @@ from flax import nnx
 
 from tbjax.models.attention_kernels import xla_attention
 from tbjax.models.config import ModelConfig
+from tbjax.models.gated_deltanet import LinearState
 from tbjax.models.qwen import DecoderBlock, Qwen
 
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
 class KVCache:
-    k: jax.Array  # [layers, slots, max_len, kv_heads, head_dim]
+    k: jax.Array  # [attention_layers, slots, max_len, kv_heads, head_dim]
     v: jax.Array
+    linear: LinearState | None = None  # hybrid models: [linear_layers, slots, ...]
 
     @classmethod
     def zeros(cls, cfg: ModelConfig, slots: int, max_len: int) -> KVCache:
-        shape = (cfg.num_layers, slots, max_len, cfg.num_kv_heads, cfg.head_dim)
-        return cls(jnp.zeros(shape, cfg.compute_dtype), jnp.zeros(shape, cfg.compute_dtype))
+        shape = (len(cfg.full_attention_layers), slots, max_len, cfg.num_kv_heads, cfg.head_dim)
+        linear = LinearState.zeros(cfg, slots, (len(cfg.linear_layers),)) if cfg.linear_layers else None
+        return cls(jnp.zeros(shape, cfg.compute_dtype), jnp.zeros(shape, cfg.compute_dtype), linear)
 
     @property
     def max_len(self) -> int:
@@ -46,28 +55,55 @@ def _attend_cached(block: DecoderBlock, x: jax.Array, cos: jax.Array, sin: jax.A
                    ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """One block with its layer's cache: k_cache/v_cache [slots, max_len, kv_heads, head_dim]."""
     attn = block.self_attn
-    q, k, v = attn.qkv(block.input_layernorm(x), cos, sin)
+    q, k, v, gate = attn.qkv(block.input_layernorm(x), cos, sin)
     t = x.shape[1]
     positions = starts[:, None] + jnp.arange(t)[None, :]  # [rows, t]
     k_cache = k_cache.at[slots[:, None], positions].set(k.astype(k_cache.dtype))
     v_cache = v_cache.at[slots[:, None], positions].set(v.astype(v_cache.dtype))
     keys, values = k_cache[slots, :kv_len], v_cache[slots, :kv_len]
     mask = (jnp.arange(kv_len)[None, None, :] <= positions[:, :, None])[:, None]  # [rows, 1, t, kv_len]
-    out = attn.o_proj(xla_attention(q, keys.astype(q.dtype), values.astype(q.dtype), mask))
+    out = attn.output(xla_attention(q, keys.astype(q.dtype), values.astype(q.dtype), mask), gate)
     return block.finish(x, out), k_cache, v_cache
 
 
+def _mix_cached(block: DecoderBlock, x: jax.Array, layer_state: LinearState, slots: jax.Array, starts: jax.Array,
+                ends: jax.Array) -> tuple[jax.Array, LinearState]:
+    """One Gated DeltaNet block with its layer's state [slots, ...]: rows starting a sequence start from zeros,
+    tokens after a row's `ends` leave its state as it was."""
+    fresh = starts == 0
+
+    def rows(a: jax.Array) -> jax.Array:
+        picked = a[slots]
+        return jnp.where(fresh.reshape(-1, *(1,) * (picked.ndim - 1)), 0, picked)
+
+    docs = jnp.zeros(x.shape[:2], jnp.int32)  # one sequence per row
+    out, new = block.linear_attn.mix(block.input_layernorm(x), docs, jax.tree.map(rows, layer_state), ends)
+    layer_state = jax.tree.map(lambda a, n: a.at[slots].set(n.astype(a.dtype)), layer_state, new)
+    return block.finish(x, out), layer_state
+
+
+def _layer(stacked: LinearState, j: int) -> LinearState:
+    return jax.tree.map(lambda a: a[j], stacked)
+
+
+def _set_layer(stacked: LinearState, j: int, layer_state: LinearState) -> LinearState:
+    return jax.tree.map(lambda a, n: a.at[j].set(n), stacked, layer_state)
+
+
 def forward_cached(model: Qwen, cache: KVCache, tokens: jax.Array, slots: jax.Array, starts: jax.Array,
-                   last_index: jax.Array, kv_len: int) -> tuple[jax.Array, KVCache]:
+                   last_index: jax.Array, kv_len: int, lengths: jax.Array | None = None) -> tuple[jax.Array, KVCache]:
     """tokens [rows, t] int32 -> (logits at `last_index` per row [rows, vocab] float32, updated cache).
 
     Padding beyond a row's real tokens writes cache entries past its length, which later writes overwrite
-    and the causal mask never shows, so buckets need no extra masking.
+    and the causal mask never shows, so buckets need no extra masking. Linear layers need to know which
+    tokens are real: `lengths` [rows] (default last_index + 1); a row of length 0 (an idle slot in a decode
+    step) leaves its slot's linear state untouched.
     """
     cfg = model.config
     positions = starts[:, None] + jnp.arange(tokens.shape[1])[None, :]
     cos, sin = model.rotary.cos_sin(positions)
     x = model.embed_tokens[...].astype(cfg.compute_dtype)[tokens]
+    ends = (last_index + 1 if lengths is None else lengths) - 1
 
     def run(graphdef: nnx.GraphDef, state: nnx.State, x: jax.Array, k_layer: jax.Array, v_layer: jax.Array):
         return _attend_cached(nnx.merge(graphdef, state), x, cos, sin, k_layer, v_layer, slots, starts, kv_len)
@@ -83,10 +119,16 @@ def forward_cached(model: Qwen, cache: KVCache, tokens: jax.Array, slots: jax.Ar
         x, (k, v) = jax.lax.scan(body, x, (state, cache.k, cache.v))
         cache = KVCache(k, v)
     else:
-        k, v = cache.k, cache.v
+        k, v, linear = cache.k, cache.v, cache.linear
         for i, layer in enumerate(model.layers):
-            x, k_layer, v_layer = run(*nnx.split(layer), x, k[i], v[i])
-            k, v = k.at[i].set(k_layer), v.at[i].set(v_layer)
-        cache = KVCache(k, v)
+            if layer.linear:
+                j = cfg.linear_layers.index(i)
+                x, layer_state = _mix_cached(layer, x, _layer(linear, j), slots, starts, ends)
+                linear = _set_layer(linear, j, layer_state)
+                continue
+            j = cfg.full_attention_layers.index(i)
+            x, k_layer, v_layer = run(*nnx.split(layer), x, k[j], v[j])
+            k, v = k.at[j].set(k_layer), v.at[j].set(v_layer)
+        cache = KVCache(k, v, linear)
     hidden = model.norm(x[jnp.arange(x.shape[0]), last_index])
     return model.logits(hidden), cache

@@ -1,5 +1,7 @@
 """Writes a Qwen model as an HF directory that `transformers.AutoModelForCausalLM.from_pretrained` loads:
 sharded safetensors with an index, config.json, generation_config.json and the tokenizer files.
+A multimodal Qwen3.5 keeps its vision encoder and MTP head, copied unchanged from the checkpoint the model
+was loaded from, so the directory is still a whole checkpoint of the architecture an engine serves.
 
 Tensors are produced one HF tensor at a time (one layer of a scanned stack, one expert), gathered to the
 host replicated, and written in shards of at most `max_shard_bytes`, so host memory stays bounded by one
@@ -8,6 +10,7 @@ shard. Every process computes the same gathers; only process 0 writes.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -20,9 +23,9 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 from safetensors.numpy import save_file
 
-from tbjax.models.hf_layout import hf_layouts
+from tbjax.models.hf_layout import UNMODELLED_PARTS, hf_layouts
 from tbjax.models.qwen import Qwen
-from tbjax.models.safetensors_reader import INDEX_FILE, SINGLE_FILE
+from tbjax.models.safetensors_reader import INDEX_FILE, SINGLE_FILE, SafetensorsReader
 
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
@@ -41,13 +44,32 @@ def _host_copy(array: jax.Array, index: tuple[int, ...]) -> np.ndarray:
 
 
 def hf_tensors(model: Qwen, dtype: np.dtype) -> Iterator[tuple[str, np.ndarray]]:
-    """(HF name, tensor) for every weight of `model`, one at a time, in HF layout and `dtype`."""
+    """(HF name, tensor) for every weight of `model`, one at a time, in HF layout and `dtype`. The parts of a
+    fused HF tensor are held until the last arrives, then written as one."""
     params = nnx.to_flat_state(nnx.state(model, nnx.Param))
     flat = {tuple(getattr(p, "key", p) for p in path): var for path, var in params}
+    parts: dict[str, list[tuple[int, np.ndarray]]] = {}
     for path, layout in hf_layouts(model.config).items():
         value = flat[path].get_value()
         for idx in np.ndindex(*layout.stack_shape):
-            yield layout.names[idx], layout.to_hf(_host_copy(value, idx)).astype(dtype)
+            name, tensor = layout.names[idx], layout.to_hf(_host_copy(value, idx)).astype(dtype)
+            if layout.full_rows is None:
+                yield name, tensor
+                continue
+            parts.setdefault(name, []).append((layout.row_offset, tensor))
+            if sum(len(part) for _, part in parts[name]) == layout.full_rows:
+                yield name, np.concatenate([part for _, part in sorted(parts.pop(name), key=lambda p: p[0])])
+
+
+def unmodelled_tensors(model: Qwen) -> Iterator[tuple[str, np.ndarray]]:
+    """The source checkpoint's tensors of parts tbjax does not model (vision encoder, MTP head), unchanged."""
+    source = getattr(model, "source_dir", None)
+    if not source or not Path(source).is_dir():
+        return
+    reader = SafetensorsReader(source)
+    for name in sorted(reader.names()):
+        if name.startswith(tuple(UNMODELLED_PARTS)):
+            yield name, reader.read(name, (slice(None),))
 
 
 def _export_dtype(model: Qwen, dtype: str | None) -> np.dtype:
@@ -84,7 +106,10 @@ def save_pretrained(
 
     weight_map: dict[str, int] = {}
     total_bytes = 0
-    for name, tensor in hf_tensors(model, np_dtype):
+    tensors = hf_tensors(model, np_dtype)
+    if writer:
+        tensors = itertools.chain(tensors, unmodelled_tensors(model))
+    for name, tensor in tensors:
         if pending_bytes and pending_bytes + tensor.nbytes > max_shard_bytes:
             flush()
         shards[-1][name] = tensor

@@ -17,7 +17,7 @@ from jax.sharding import Mesh, NamedSharding
 
 from tbjax.mesh import MESH_AXES
 from tbjax.models.config import ModelConfig, RuntimeConfig
-from tbjax.models.hf_layout import TensorLayout, hf_layouts
+from tbjax.models.hf_layout import UNMODELLED_PARTS, TensorLayout, hf_layouts
 from tbjax.models.qwen import Qwen
 from tbjax.models.safetensors_reader import CheckpointError, SafetensorsReader
 from tbjax.sharding import ShardingRules, path_name
@@ -55,11 +55,24 @@ def check_shapes(reader: SafetensorsReader, layouts: dict[tuple, TensorLayout]) 
     for path, layout in layouts.items():
         for name in {layout.names[idx] for idx in np.ndindex(*layout.stack_shape)}:
             shape = reader.shape(name)
-            if shape != layout.hf_shape:
+            if shape != layout.file_shape:
                 raise CheckpointError(
                     f"{reader.directory}: tensor {name} has shape {list(shape)} but config.json implies "
-                    f"{list(layout.hf_shape)} for {path_name(path)}; config and weights do not belong together."
+                    f"{list(layout.file_shape)} for {path_name(path)}; config and weights do not belong together."
                 )
+
+
+def _log_unused(unused: set[str]) -> None:
+    """Says which checkpoint tensors stay unused: a multimodal Qwen3.5's vision encoder and MTP head by name
+    (tbjax trains the language model only), anything else as a count and an example."""
+    for prefix, part in UNMODELLED_PARTS.items():
+        names = {n for n in unused if n.startswith(prefix)}
+        if names:
+            log.info("ignoring the %s: %d tensors under %s (tbjax loads the language model only)",
+                     part, len(names), prefix)
+            unused -= names
+    if unused:
+        log.info("ignoring %d checkpoint tensors tbjax does not use (e.g. %s)", len(unused), sorted(unused)[0])
 
 
 def from_pretrained(
@@ -82,9 +95,7 @@ def from_pretrained(
     rules = rules or ShardingRules()
     graphdef, abstract_state = abstract_model(cfg, mesh, rules)
     mesh = mesh or single_device_mesh()
-    unused = reader.names() - {n for lay in layouts.values() for n in lay.names.flat}
-    if unused:
-        log.info("ignoring %d checkpoint tensors tbjax does not use (e.g. %s)", len(unused), sorted(unused)[0])
+    _log_unused(reader.names() - {n for lay in layouts.values() for n in lay.names.flat})
 
     def load(path: tuple, var: nnx.Variable) -> jax.Array:
         layout = layouts[tuple(getattr(p, "key", p) for p in path)]

@@ -3,7 +3,9 @@
 One table (`hf_layouts`) serves both import and export, so the two can never disagree. A parameter is a
 stack (over layers when scanned, over experts for MoE) of HF tensors; each HF tensor maps to the
 parameter's inner dims by an optional transpose (torch Linear stores [out, in]; we store [*in, *out]) and a
-reshape that splits HF dims into ours (e.g. [heads * head_dim] -> [heads, head_dim]).
+reshape that splits HF dims into ours (e.g. [heads * head_dim] -> [heads, head_dim]). A fused HF tensor
+(Gated DeltaNet's in_proj_qkv and conv1d) is several parameters, each a range of the tensor's first dim,
+so that each can be sharded by its own heads; export concatenates them back.
 """
 
 from __future__ import annotations
@@ -18,14 +20,18 @@ import numpy as np
 from tbjax.models.config import ModelConfig
 
 ParamPath = tuple[str | int, ...]
+# Parts of a Qwen3.5 checkpoint tbjax does not model: loading skips them, export copies them unchanged.
+UNMODELLED_PARTS = {"model.visual.": "vision encoder", "mtp.": "multi-token prediction head"}
 
 
 @dataclasses.dataclass(frozen=True)
 class TensorLayout:
     names: np.ndarray  # HF tensor names, object array shaped like the parameter's stack dims
     inner_shape: tuple[int, ...]  # our shape of one HF tensor
-    groups: tuple[int, ...]  # how many of our inner dims each HF dim splits into, in our order
+    groups: tuple[int, ...]  # how many of our inner dims each HF dim splits into (0: a dim of size 1), our order
     transposed: bool  # HF dims appear in reverse group order (torch Linear weights)
+    row_offset: int = 0  # a part of a fused tensor: its rows start here in the HF tensor's first dim,
+    full_rows: int | None = None  # which has this many rows (None: the tensor is this parameter alone)
 
     @property
     def stack_shape(self) -> tuple[int, ...]:
@@ -44,8 +50,15 @@ class TensorLayout:
 
     @property
     def hf_shape(self) -> tuple[int, ...]:
+        """The HF shape of this parameter's values (of its rows, for a part of a fused tensor)."""
         shape = tuple(math.prod(d) for d in self._group_dims())
         return shape[::-1] if self.transposed else shape
+
+    @property
+    def file_shape(self) -> tuple[int, ...]:
+        """The shape of the whole HF tensor in the checkpoint."""
+        shape = self.hf_shape
+        return shape if self.full_rows is None else (self.full_rows, *shape[1:])
 
     def from_hf(self, tensor: np.ndarray) -> np.ndarray:
         if tuple(tensor.shape) != self.hf_shape:
@@ -65,19 +78,25 @@ class TensorLayout:
         """
         hf_slices, after, position = [], [], 0
         for dims in self._group_dims():
+            if not dims:  # an HF dim of size 1 that we drop
+                hf_slices.append(slice(0, 1))
+                continue
             first = index[position]
             rest = math.prod(dims[1:])
             hf_slices.append(slice(first.start * rest, first.stop * rest))
             after.append(slice(None))
             after.extend(index[position + 1:position + len(dims)])
             position += len(dims)
-        block = read(name, tuple(hf_slices[::-1] if self.transposed else hf_slices))
+        file_slices = hf_slices[::-1] if self.transposed else list(hf_slices)
+        file_slices[0] = slice(file_slices[0].start + self.row_offset, file_slices[0].stop + self.row_offset)
+        block = read(name, tuple(file_slices))
         if self.transposed:
             block = block.T
         shape = []
         for dims, hf_slice in zip(self._group_dims(), hf_slices, strict=True):
-            rest = math.prod(dims[1:])
-            shape.extend(((hf_slice.stop - hf_slice.start) // rest, *dims[1:]))
+            if dims:
+                rest = math.prod(dims[1:])
+                shape.extend(((hf_slice.stop - hf_slice.start) // rest, *dims[1:]))
         return block.reshape(shape)[tuple(after)]
 
 
@@ -96,14 +115,15 @@ class BlockTensor(NamedTuple):
     groups: tuple[int, ...]
     transposed: bool
     experts: int = 0  # > 0: stacked over this many experts
+    row_offset: int = 0  # see TensorLayout
+    full_rows: int | None = None
 
 
-def _block_entries(cfg: ModelConfig, moe: bool) -> list[BlockTensor]:
+def _attention_entries(cfg: ModelConfig) -> list[BlockTensor]:
     d, hd, h, kv = cfg.hidden_size, cfg.head_dim, cfg.num_heads, cfg.num_kv_heads
+    q_width = 2 * hd if cfg.attn_output_gate else hd  # gated: [query | gate] per head
     entries = [
-        BlockTensor(("input_layernorm", "weight"), "input_layernorm.weight", (d,), (1,), False),
-        BlockTensor(("post_attention_layernorm", "weight"), "post_attention_layernorm.weight", (d,), (1,), False),
-        BlockTensor(("self_attn", "q_proj", "kernel"), "self_attn.q_proj.weight", (d, h, hd), (1, 2), True),
+        BlockTensor(("self_attn", "q_proj", "kernel"), "self_attn.q_proj.weight", (d, h, q_width), (1, 2), True),
         BlockTensor(("self_attn", "k_proj", "kernel"), "self_attn.k_proj.weight", (d, kv, hd), (1, 2), True),
         BlockTensor(("self_attn", "v_proj", "kernel"), "self_attn.v_proj.weight", (d, kv, hd), (1, 2), True),
         BlockTensor(("self_attn", "o_proj", "kernel"), "self_attn.o_proj.weight", (h, hd, d), (2, 1), True),
@@ -114,42 +134,82 @@ def _block_entries(cfg: ModelConfig, moe: bool) -> list[BlockTensor]:
     if cfg.qk_norm:
         for norm in ("q_norm", "k_norm"):
             entries.append(BlockTensor(("self_attn", norm, "weight"), f"self_attn.{norm}.weight", (hd,), (1,), False))
+    return entries
+
+
+def _linear_attention_entries(cfg: ModelConfig) -> list[BlockTensor]:
+    """Gated DeltaNet: q, k and v are row ranges of HF's fused in_proj_qkv [q | k | v] and of its depthwise
+    conv1d weight [channels, 1, kernel]."""
+    d, kernel = cfg.hidden_size, cfg.linear_conv_kernel
+    nk, nv, dk, dv = (cfg.linear_num_key_heads, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                      cfg.linear_value_head_dim)
+    fused = 2 * nk * dk + nv * dv
+    entries = []
+    for part, (heads, dim, offset) in zip("qkv", ((nk, dk, 0), (nk, dk, nk * dk), (nv, dv, 2 * nk * dk)), strict=True):
+        entries += [
+            BlockTensor(("linear_attn", f"in_proj_{part}", "kernel"), "linear_attn.in_proj_qkv.weight",
+                        (d, heads, dim), (1, 2), True, row_offset=offset, full_rows=fused),
+            BlockTensor(("linear_attn", f"conv_{part}"), "linear_attn.conv1d.weight", (kernel, heads, dim), (1, 0, 2),
+                        True, row_offset=offset, full_rows=fused),
+        ]
+    return entries + [
+        BlockTensor(("linear_attn", "in_proj_z", "kernel"), "linear_attn.in_proj_z.weight", (d, nv, dv), (1, 2), True),
+        BlockTensor(("linear_attn", "in_proj_b", "kernel"), "linear_attn.in_proj_b.weight", (d, nv), (1, 1), True),
+        BlockTensor(("linear_attn", "in_proj_a", "kernel"), "linear_attn.in_proj_a.weight", (d, nv), (1, 1), True),
+        BlockTensor(("linear_attn", "dt_bias"), "linear_attn.dt_bias", (nv,), (1,), False),
+        BlockTensor(("linear_attn", "A_log"), "linear_attn.A_log", (nv,), (1,), False),
+        BlockTensor(("linear_attn", "norm", "weight"), "linear_attn.norm.weight", (dv,), (1,), False),
+        BlockTensor(("linear_attn", "out_proj", "kernel"), "linear_attn.out_proj.weight", (nv, dv, d), (2, 1), True),
+    ]
+
+
+def _mlp_entries(cfg: ModelConfig, moe: bool) -> list[BlockTensor]:
+    d = cfg.hidden_size
     if moe:
         e, f = cfg.num_experts, cfg.moe_intermediate_size
-        entries += [
+        return [
             BlockTensor(("mlp", "gate", "kernel"), "mlp.gate.weight", (d, e), (1, 1), True),
             BlockTensor(("mlp", "experts", "gate_proj"), "mlp.experts.{e}.gate_proj.weight", (d, f), (1, 1), True, e),
             BlockTensor(("mlp", "experts", "up_proj"), "mlp.experts.{e}.up_proj.weight", (d, f), (1, 1), True, e),
             BlockTensor(("mlp", "experts", "down_proj"), "mlp.experts.{e}.down_proj.weight", (f, d), (1, 1), True, e),
         ]
-    else:
-        f = cfg.intermediate_size
-        entries += [
-            BlockTensor(("mlp", "gate_proj", "kernel"), "mlp.gate_proj.weight", (d, f), (1, 1), True),
-            BlockTensor(("mlp", "up_proj", "kernel"), "mlp.up_proj.weight", (d, f), (1, 1), True),
-            BlockTensor(("mlp", "down_proj", "kernel"), "mlp.down_proj.weight", (f, d), (1, 1), True),
-        ]
-    return entries
+    f = cfg.intermediate_size
+    return [
+        BlockTensor(("mlp", "gate_proj", "kernel"), "mlp.gate_proj.weight", (d, f), (1, 1), True),
+        BlockTensor(("mlp", "up_proj", "kernel"), "mlp.up_proj.weight", (d, f), (1, 1), True),
+        BlockTensor(("mlp", "down_proj", "kernel"), "mlp.down_proj.weight", (f, d), (1, 1), True),
+    ]
+
+
+def _block_entries(cfg: ModelConfig, layer: int) -> list[BlockTensor]:
+    d = cfg.hidden_size
+    norms = [
+        BlockTensor(("input_layernorm", "weight"), "input_layernorm.weight", (d,), (1,), False),
+        BlockTensor(("post_attention_layernorm", "weight"), "post_attention_layernorm.weight", (d,), (1,), False),
+    ]
+    mixer = _linear_attention_entries(cfg) if cfg.is_linear_layer(layer) else _attention_entries(cfg)
+    return norms + mixer + _mlp_entries(cfg, cfg.is_moe_layer(layer))
 
 
 def hf_layouts(cfg: ModelConfig) -> dict[ParamPath, TensorLayout]:
     """Every parameter path of `Qwen(cfg)` -> its HF tensors and rearrangement."""
-    d, v = cfg.hidden_size, cfg.vocab_size
+    d, v, prefix = cfg.hidden_size, cfg.vocab_size, cfg.hf_prefix
     layouts = {
-        ("embed_tokens",): TensorLayout(_names("model.embed_tokens.weight"), (v, d), (1, 1), False),
-        ("norm", "weight"): TensorLayout(_names("model.norm.weight"), (d,), (1,), False),
+        ("embed_tokens",): TensorLayout(_names(prefix + "embed_tokens.weight"), (v, d), (1, 1), False),
+        ("norm", "weight"): TensorLayout(_names(prefix + "norm.weight"), (d,), (1,), False),
     }
     if not cfg.tie_word_embeddings:
         layouts[("lm_head",)] = TensorLayout(_names("lm_head.weight"), (v, d), (1, 1), False)
     scanned = cfg.runtime.scan_layers
     for layer in range(1 if scanned else cfg.num_layers):
-        for sub, suffix, inner, groups, transposed, experts in _block_entries(cfg, cfg.is_moe_layer(layer)):
-            suffix = suffix.replace("{e}", "{1}" if scanned else "{0}")
+        for entry in _block_entries(cfg, layer):
+            suffix = entry.suffix.replace("{e}", "{1}" if scanned else "{0}")
             if scanned:
-                pattern, ranges, path = "model.layers.{0}." + suffix, (cfg.num_layers,), ("layers", *sub)
+                pattern, ranges, path = prefix + "layers.{0}." + suffix, (cfg.num_layers,), ("layers", *entry.path)
             else:
-                pattern, ranges, path = f"model.layers.{layer}." + suffix, (), ("layers", layer, *sub)
-            if experts:
-                ranges = (*ranges, experts)
-            layouts[path] = TensorLayout(_names(pattern, *ranges), inner, groups, transposed)
+                pattern, ranges, path = f"{prefix}layers.{layer}." + suffix, (), ("layers", layer, *entry.path)
+            if entry.experts:
+                ranges = (*ranges, entry.experts)
+            layouts[path] = TensorLayout(_names(pattern, *ranges), entry.inner_shape, entry.groups, entry.transposed,
+                                         entry.row_offset, entry.full_rows)
     return layouts

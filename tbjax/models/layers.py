@@ -1,5 +1,5 @@
 """Building blocks shared by every Qwen variant: parameters that carry logical axes, projections,
-RMSNorm and the SwiGLU MLP.
+RMSNorm (plain, zero-centred and gated) and the SwiGLU MLP.
 
 Every parameter records its logical axes (`logical_axes` metadata); `tbjax.sharding` turns those into
 mesh shardings through one rules table, so no layer knows about meshes.
@@ -68,16 +68,41 @@ class Projection(nnx.Module):
 
 
 class RMSNorm(nnx.Module):
-    """Root-mean-square norm computed in float32, scaled in the input dtype (as Qwen does)."""
+    """Root-mean-square norm computed in float32. Qwen2/3 scale in the input dtype by `weight` (init 1);
+    Qwen3.5 (`norm_zero_centered`) scales in float32 by 1 + `weight` (init 0), so weight decay pulls the
+    scale towards 1 rather than 0."""
+
+    def __init__(self, size: int, cfg: ModelConfig, rngs: nnx.Rngs | None = None):
+        self.eps = cfg.rms_norm_eps
+        self.zero_centered = cfg.norm_zero_centered
+        init = "zeros" if self.zero_centered else "ones"
+        self.weight = make_param(rngs, (size,), ("norm",), cfg.param_dtype, init)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        normed = _rms_normalise(x, self.eps)
+        if self.zero_centered:
+            return (normed * (1.0 + self.weight[...].astype(jnp.float32))).astype(x.dtype)
+        return self.weight[...].astype(x.dtype) * normed.astype(x.dtype)
+
+
+class GatedRMSNorm(nnx.Module):
+    """Gated DeltaNet's output norm: RMSNorm scaled by `weight` (init 1, whatever the model's other norms
+    do), then multiplied by silu(gate) in float32."""
 
     def __init__(self, size: int, cfg: ModelConfig, rngs: nnx.Rngs | None = None):
         self.eps = cfg.rms_norm_eps
         self.weight = make_param(rngs, (size,), ("norm",), cfg.param_dtype, "ones")
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        x32 = x.astype(jnp.float32)
-        normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
-        return self.weight[...].astype(x.dtype) * normed.astype(x.dtype)
+    def __call__(self, x: jax.Array, gate: jax.Array) -> jax.Array:
+        """x, gate: [..., size] -> [..., size] in x's dtype."""
+        scaled = self.weight[...].astype(x.dtype) * _rms_normalise(x, self.eps).astype(x.dtype)
+        return (scaled.astype(jnp.float32) * jax.nn.silu(gate.astype(jnp.float32))).astype(x.dtype)
+
+
+def _rms_normalise(x: jax.Array, eps: float) -> jax.Array:
+    """x / rms(x) over the last axis, in float32."""
+    x32 = x.astype(jnp.float32)
+    return x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
 
 
 class MLP(nnx.Module):

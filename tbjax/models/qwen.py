@@ -1,5 +1,7 @@
-"""The Qwen causal language model (Qwen2/2.5, Qwen3, Qwen3-MoE): one decoder block parameterised by the
-config, stacked as a Python list or, with `scan_layers`, as one stacked block run by `jax.lax.scan`.
+"""The Qwen causal language model (Qwen2/2.5, Qwen3, Qwen3-MoE, Qwen3.5/3.6 hybrids): one decoder block
+parameterised by the config, stacked as a Python list or, with `scan_layers`, as one stacked block run by
+`jax.lax.scan`. The block's token mixer is softmax attention (`self_attn`) or, in a hybrid's linear layers,
+Gated DeltaNet (`linear_attn`); both take the same arguments, so everything around them is shared.
 
 Call it as `model(input_ids[b, s]) -> logits[b, s, vocab] float32`. Packed batches pass `segment_ids`
 (0 = padding, attention never crosses a segment) and per-token `positions`.
@@ -14,6 +16,7 @@ from jax.sharding import Mesh
 
 from tbjax.models.attention import Attention
 from tbjax.models.config import ModelConfig
+from tbjax.models.gated_deltanet import GatedDeltaNet
 from tbjax.models.layers import MLP, RMSNorm, make_param
 from tbjax.models.moe import SparseMoE
 from tbjax.models.rope import Rotary
@@ -27,17 +30,23 @@ REMAT_POLICIES = {
 
 
 class DecoderBlock(nnx.Module):
-    """Pre-norm residual block: x + attn(norm(x)), then + mlp(norm(x)) (dense or sparse MoE)."""
+    """Pre-norm residual block: x + mixer(norm(x)), then + mlp(norm(x)) (dense or sparse MoE); the mixer is
+    attention or, for `linear`, Gated DeltaNet."""
 
     def __init__(self, cfg: ModelConfig, moe: bool, rngs: nnx.Rngs | None, mesh: Mesh | None = None,
-                 rules: ShardingRules | None = None):
+                 rules: ShardingRules | None = None, linear: bool = False):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg, rngs)
-        self.self_attn = Attention(cfg, rngs, mesh, rules)
+        self.linear = linear
+        if linear:
+            self.linear_attn = GatedDeltaNet(cfg, rngs)
+        else:
+            self.self_attn = Attention(cfg, rngs, mesh, rules)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg, rngs)
         self.mlp = SparseMoE(cfg, rngs) if moe else MLP(cfg, rngs)
 
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, segments: jax.Array) -> jax.Array:
-        return self.finish(x, self.self_attn(self.input_layernorm(x), cos, sin, segments))
+        mixer = self.linear_attn if self.linear else self.self_attn
+        return self.finish(x, mixer(self.input_layernorm(x), cos, sin, segments))
 
     def finish(self, x: jax.Array, attention_out: jax.Array) -> jax.Array:
         """The block after attention: residual, then the (dense or sparse) MLP with its residual. Decoding
@@ -49,12 +58,12 @@ class DecoderBlock(nnx.Module):
 def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs | None, mesh: Mesh | None,
                     rules: ShardingRules) -> DecoderBlock:
     """All layers as one block whose parameters have a leading [layers] axis (for `lax.scan`)."""
-    moe = cfg.is_moe_layer(0)  # all layers alike: ModelConfig refuses scan over mixed layers
+    moe, linear = cfg.is_moe_layer(0), cfg.is_linear_layer(0)  # ModelConfig refuses scan over mixed layers
     keys = jax.random.split(rngs.params(), cfg.num_layers) if rngs is not None else None
 
     @nnx.vmap(in_axes=0, out_axes=0, axis_size=cfg.num_layers)
     def make(key: jax.Array | None) -> DecoderBlock:
-        return DecoderBlock(cfg, moe, nnx.Rngs(params=key) if key is not None else None, mesh, rules)
+        return DecoderBlock(cfg, moe, nnx.Rngs(params=key) if key is not None else None, mesh, rules, linear)
 
     stacked = make(keys)
     for _, var in nnx.iter_graph(stacked):
@@ -71,14 +80,14 @@ class Qwen(nnx.Module):
         self.config = cfg
         self.mesh = mesh
         self.rules = rules or ShardingRules()
-        self.rotary = Rotary(cfg.rope, cfg.head_dim)
+        self.rotary = Rotary(cfg.rope, cfg.rotary_dim)
         self.embed_tokens = make_param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"),
                                        cfg.param_dtype, "normal")
         if cfg.runtime.scan_layers:
             self.layers = _stacked_blocks(cfg, rngs, mesh, self.rules)
         else:
-            self.layers = nnx.List([DecoderBlock(cfg, cfg.is_moe_layer(i), rngs, mesh, self.rules)
-                                   for i in range(cfg.num_layers)])
+            self.layers = nnx.List([DecoderBlock(cfg, cfg.is_moe_layer(i), rngs, mesh, self.rules,
+                                                cfg.is_linear_layer(i)) for i in range(cfg.num_layers)])
         self.norm = RMSNorm(cfg.hidden_size, cfg, rngs)
         self.lm_head = None if cfg.tie_word_embeddings else make_param(
             rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), cfg.param_dtype, "normal")

@@ -77,22 +77,27 @@ def _yarn(rope: RopeConfig, head_dim: int, exponents: np.ndarray) -> tuple[np.nd
 
 
 class Rotary:
-    """Precomputed frequencies for one model; `cos_sin(positions)` gives the per-token tables."""
+    """Precomputed frequencies for one model; `cos_sin(positions)` gives the per-token tables.
+    `rotary_dim` is the rotated share of head_dim (all of it but for partial rotary)."""
 
-    def __init__(self, rope: RopeConfig, head_dim: int):
-        self.inv_freq, self.attention_factor = inverse_frequencies(rope, head_dim)
+    def __init__(self, rope: RopeConfig, rotary_dim: int):
+        self.inv_freq, self.attention_factor = inverse_frequencies(rope, rotary_dim)
 
     def cos_sin(self, positions: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
-        """positions: [batch, seq] int32 -> (cos, sin): [batch, seq, head_dim] float32."""
+        """positions: [batch, seq] int32 -> (cos, sin): [batch, seq, rotary_dim] float32."""
         angles = positions.astype(jnp.float32)[..., None] * jnp.asarray(self.inv_freq)
         angles = jnp.concatenate([angles, angles], axis=-1)
         return jnp.cos(angles) * self.attention_factor, jnp.sin(angles) * self.attention_factor
 
 
 def apply_rotary(x: jnp.ndarray, cos: jnp.ndarray, sin: jnp.ndarray) -> jnp.ndarray:
-    """x: [batch, seq, heads, head_dim]; rotates the two halves of head_dim (the HF/Qwen convention)."""
-    half = x.shape[-1] // 2
-    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    """x: [batch, seq, heads, head_dim]; cos/sin: [batch, seq, rotary_dim]. Rotates the two halves of the
+    leading rotary_dim dims (the HF/Qwen convention); the remaining dims pass through unchanged (partial
+    rotary, Qwen3.5)."""
+    rotary_dim = cos.shape[-1]
+    rot, rest = x[..., :rotary_dim], x[..., rotary_dim:]
+    half = rotary_dim // 2
+    rotated = jnp.concatenate([-rot[..., half:], rot[..., :half]], axis=-1)
     cos, sin = cos[:, :, None, :], sin[:, :, None, :]
-    out = x.astype(jnp.float32) * cos + rotated.astype(jnp.float32) * sin
-    return out.astype(x.dtype)
+    out = (rot.astype(jnp.float32) * cos + rotated.astype(jnp.float32) * sin).astype(x.dtype)
+    return jnp.concatenate([out, rest], axis=-1) if rest.shape[-1] else out
