@@ -22,8 +22,17 @@ _COMMON: dict[str, Any] = {
     "hidden_act": "silu",
 }
 
+# Qwen3.5 hybrid text model: 3 Gated DeltaNet layers to 1 gated full-attention layer, partial rotary.
+_HYBRID_TEXT: dict[str, Any] = {
+    **_COMMON, "model_type": "qwen3_5_text", "num_hidden_layers": 4, "head_dim": 32, "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0, "partial_rotary_factor": 0.25},
+}
+
 # Each exercises something the parity tests must cover: head_dim != hidden/heads, tied embeddings,
-# q/k/v bias, MoE routing with renormalised top-k, mixed dense/MoE layers, and rope scaling.
+# q/k/v bias, MoE routing with renormalised top-k, mixed dense/MoE layers, rope scaling, the Qwen3.5 hybrid
+# (and, nested in a multimodal checkpoint with a vision tower, uneven head counts: 3 query heads on 1 kv
+# head, 3 value heads on 1 key head with key_dim != value_dim).
 TINY_ARCHITECTURES: dict[str, dict[str, Any]] = {
     "qwen3": {**_COMMON, "model_type": "qwen3", "head_dim": 32, "tie_word_embeddings": False,
               "rope_theta": 1_000_000.0},
@@ -41,6 +50,16 @@ TINY_ARCHITECTURES: dict[str, dict[str, Any]] = {
     "qwen3-llama3-rope": {**_COMMON, "model_type": "qwen3", "head_dim": 16, "tie_word_embeddings": False,
                           "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                            "high_freq_factor": 4.0, "original_max_position_embeddings": 64}},
+    "qwen3_5": {**_HYBRID_TEXT, "tie_word_embeddings": False},
+    "qwen3_5-vl": {
+        "model_type": "qwen3_5", "tie_word_embeddings": True,
+        "text_config": {**_HYBRID_TEXT, "tie_word_embeddings": True, "num_hidden_layers": 3,
+                        "num_attention_heads": 3, "num_key_value_heads": 1, "head_dim": 16, "linear_num_key_heads": 1,
+                        "linear_num_value_heads": 3, "linear_key_head_dim": 8, "linear_value_head_dim": 24,
+                        "layer_types": ["linear_attention", "full_attention", "linear_attention"]},
+        "vision_config": {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                          "out_hidden_size": 64, "patch_size": 4},
+    },
 }
 
 
@@ -62,15 +81,14 @@ def padded_vocab(tokenizer_size: int, multiple: int = 128) -> int:
 
 
 def hf_config(name: str, tokenizer_size: int) -> dict[str, Any]:
+    """The architecture with the vocabulary and special ids filled in (in the text part of a multimodal one)."""
     if name not in ARCHITECTURES:
         raise KeyError(f"unknown tiny architecture {name!r}; choose from {sorted(ARCHITECTURES)}")
-    return {
-        **ARCHITECTURES[name],
-        "vocab_size": padded_vocab(tokenizer_size),
-        "bos_token_id": None,
-        "eos_token_id": 2,
-        "pad_token_id": 0,
-    }
+    tokens = {"vocab_size": padded_vocab(tokenizer_size), "bos_token_id": None, "eos_token_id": 2, "pad_token_id": 0}
+    arch = ARCHITECTURES[name]
+    if "text_config" in arch:
+        return {**arch, "text_config": {**arch["text_config"], **tokens}}
+    return {**arch, **tokens}
 
 
 def make_flax_checkpoint(out_dir: str | Path, name: str = "qwen3", seed: int = 0) -> Path:
