@@ -1,12 +1,16 @@
-"""The one compiled step of the engine: run tokens through the cached forward pass and sample the next
-token of each row. Prefill (one row, a padded prompt bucket) and decode (every slot, one token) are the
-same function at different shapes; shapes come from a few power-of-two buckets, so compiles stay few."""
+"""The engine's compiled steps: run tokens through the cached forward pass and sample the next token of each
+row. `step` serves prefill (one row, a padded prompt bucket); `decode` feeds the busy rows their last token
+and samples `steps` tokens in one call, so the host's per-call cost (dispatch, reading results back, the
+worker's bookkeeping: most of a tiny model's step) is paid once per `steps` tokens. Row r's randomness at
+its n-th sampled token is fold_in(key(seeds[r]), n) in both, so how tokens are grouped into calls never
+changes what is sampled. Shapes come from a few power-of-two buckets, so compiles stay few."""
 
 from __future__ import annotations
 
 import functools
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
 
 from tbjax.engine.sampling import RowSampling, sample
@@ -34,4 +38,28 @@ def step(graphdef: nnx.GraphDef, state: nnx.State, cache: KVCache, tokens: jax.A
     keys = jax.vmap(lambda s, c: jax.random.fold_in(jax.random.key(s), c))(seeds, counters)
     next_tokens, logprobs = sample(logits, keys, sampling)
     return next_tokens, logprobs, cache
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "kv_len", "steps"), donate_argnames=("cache",))
+def decode(graphdef: nnx.GraphDef, state: nnx.State, cache: KVCache, tokens: jax.Array, slots: jax.Array,
+           starts: jax.Array, seeds: jax.Array, counters: jax.Array, sampling: RowSampling, kv_len: int,
+           steps: int) -> tuple[jax.Array, jax.Array, KVCache]:
+    """tokens [rows] (each row's last sampled token, not yet cached, to be written at `starts`) ->
+    (the next `steps` tokens [rows, steps] int32, their log-probs [rows, steps] float32, updated cache).
+    Rows that stop early keep decoding: the host drops what follows a stop, and the cache entries written
+    past a sequence's end are overwritten before anything attends to them."""
+    model = nnx.merge(graphdef, state)
+    rows = tokens.shape[0]
+
+    def one(i, carry):
+        cache, last, out_tokens, out_logprobs = carry
+        logits, cache = forward_cached(model, cache, last[:, None], slots, starts + i, jnp.zeros_like(starts),
+                                       kv_len)
+        keys = jax.vmap(lambda s, c: jax.random.fold_in(jax.random.key(s), c))(seeds, counters + i)
+        last, logprobs = sample(logits, keys, sampling)
+        return cache, last, out_tokens.at[:, i].set(last), out_logprobs.at[:, i].set(logprobs)
+
+    carry = (cache, tokens, jnp.zeros((rows, steps), jnp.int32), jnp.zeros((rows, steps), jnp.float32))
+    cache, _, out_tokens, out_logprobs = jax.lax.fori_loop(0, steps, one, carry)
+    return out_tokens, out_logprobs, cache
 

@@ -22,7 +22,7 @@ from flax import nnx
 
 from rollout.engine import EngineError, Generation, SamplingParams
 from rollout.engines.sglang import KV_CACHE, MEMORY_TAGS, WEIGHTS
-from tbjax.engine.device_step import bucket, step
+from tbjax.engine.device_step import bucket, decode, step
 from tbjax.engine.requests import Request, Slot, SlotTable
 from tbjax.engine.sampling import RowSampling
 from tbjax.models import Qwen, from_pretrained
@@ -35,7 +35,7 @@ MIN_KV_BUCKET = 64
 
 class JaxEngine:
     def __init__(self, model: Qwen, *, slots: int = 8, max_len: int = 4096, weight_version: str = "0",
-                 seed: int = 0, prefill_chunk: int = 512, deterministic: bool = False):
+                 seed: int = 0, prefill_chunk: int = 512, deterministic: bool = False, decode_steps: int = 16):
         self.config = model.config
         self.mesh = model.mesh
         self.graphdef, self.state = nnx.split(model)
@@ -45,6 +45,10 @@ class JaxEngine:
         # no prefix reuse (cached keys came from another path) and decode attends over the whole cache
         # (the reduction's shape never changes). Slower; for bitwise-reproducible training runs.
         self.deterministic = deterministic
+        # tokens sampled per decode call (see device_step.decode); 1 admits waiting requests between tokens
+        if decode_steps < 1:
+            raise ValueError(f"decode_steps must be >= 1, got {decode_steps}")
+        self.decode_steps = decode_steps
         self.weight_version = weight_version
         self.cache: KVCache | None = KVCache.zeros(self.config, slots, max_len)
         self.table = SlotTable(slots)
@@ -252,32 +256,78 @@ class JaxEngine:
         self._record(slot, int(next_tokens[0]), float(logprobs[0]))
 
     def _decode(self) -> None:
-        """Feeds every busy slot its last sampled token (idle rows write to the scratch position)."""
-        slots = self.table.slots
-        scratch = self.max_len - 1
-        starts = [len(s.tokens) if s.busy else scratch for s in slots]
-        tokens = np.asarray([[s.request.output_ids[-1] if s.busy else 0] for s in slots], np.int32)
-        kv_len = max(bucket(max(len(s.tokens) for s in slots if s.busy) + 1, self.max_len), MIN_KV_BUCKET)
+        """Feeds every busy slot its last sampled token and samples the next `steps` tokens of each in one
+        call. Only busy rows run (padded to a power of two with idle rows that write past the cache's end,
+        where nothing lands), except in deterministic mode, where every slot always runs: a row's arithmetic
+        must not depend on how many others share the call."""
+        busy = self.table.active()
+        steps = self._steps_now(busy)
+        rows = self.table.slots if self.deterministic else self._padded_rows(busy)
+        requests = [slot.request for slot in rows]
+        starts = np.asarray([len(s.tokens) if s.busy else self.max_len - 1 for s in rows], np.int32)
+        kv_len = self.max_len if self.deterministic else \
+            max(bucket(max(len(s.tokens) for s in busy) + steps, self.max_len), MIN_KV_BUCKET)
+        last = np.asarray([r.output_ids[-1] if r else 0 for r in requests], np.int32)
+        tokens, logprobs, self.cache = decode(
+            self.graphdef, self.state, self.cache, last, np.asarray([s.index for s in rows], np.int32), starts,
+            self._seeds(requests), self._counters(requests), self._sampling(requests), kv_len=kv_len, steps=steps)
+        tokens, logprobs = np.asarray(tokens), np.asarray(logprobs)
+        for i, slot in enumerate(rows):
+            request = slot.request
+            for j in range(steps if request else 0):
+                slot.tokens.append(request.output_ids[-1])  # what this step fed is now cached
+                self._record(slot, int(tokens[i, j]), float(logprobs[i, j]))
+                if slot.request is not request:
+                    break  # finished: what it sampled after its stop is dropped
+
+    def _steps_now(self, busy: list[Slot]) -> int:
+        """Tokens per decode call: `decode_steps`, fewer when a request waits for a slot (so it is admitted
+        soon after one frees) or when a row has fewer left before its length limit; a power of two, so
+        compiles stay few. Deterministic mode always takes `decode_steps`: a loop of another length compiles
+        to other fusions, whose last bits differ (writes past a row's end are dropped, extra tokens cut)."""
         if self.deterministic:
-            kv_len = self.max_len
-        next_tokens, logprobs = self._step(slots, tokens, starts, [0] * len(slots), kv_len)
-        for i, slot in enumerate(slots):
-            if slot.busy:
-                slot.tokens.append(slot.request.output_ids[-1])  # what this step fed is now cached
-                self._record(slot, int(next_tokens[i]), float(logprobs[i]))
+            return self.decode_steps
+        limit = min(self.decode_steps, *(self._room(slot) for slot in busy))
+        if self._pending:
+            limit = min(limit, 4)
+        steps = 1
+        while steps * 2 <= limit:
+            steps *= 2
+        return steps
+
+    def _room(self, slot: Slot) -> int:
+        """Tokens `slot` may still sample before max_new_tokens or the end of its cache row."""
+        request = slot.request
+        return max(1, min(request.sampling.max_new_tokens - len(request.output_ids),
+                          self.max_len - 1 - len(slot.tokens)))
+
+    def _padded_rows(self, busy: list[Slot]) -> list[Slot]:
+        idle = [s for s in self.table.slots if not s.busy]
+        size = 1
+        while size < len(busy):
+            size *= 2
+        return busy + idle[:max(0, size - len(busy))]
 
     def _step(self, rows: list[Slot], tokens: np.ndarray, starts: list[int], last_index: list[int],
               kv_len: int) -> tuple[np.ndarray, np.ndarray]:
         """One compiled step over cache rows `rows` -> (sampled token, its log-prob) per row."""
         requests = [slot.request for slot in rows]
-        seeds = np.asarray([self._seed(r) if r else 0 for r in requests], np.uint32)
-        counters = np.asarray([len(r.output_ids) if r else 0 for r in requests], np.int32)
-        sampling = RowSampling.stack([self._sampling_row(r) for r in requests])
-        slot_ids = np.asarray([s.index for s in rows], np.int32)
         next_tokens, logprobs, self.cache = step(
-            self.graphdef, self.state, self.cache, tokens, slot_ids, np.asarray(starts, np.int32),
-            np.asarray(last_index, np.int32), seeds, counters, sampling, kv_len=kv_len)
+            self.graphdef, self.state, self.cache, tokens, np.asarray([s.index for s in rows], np.int32),
+            np.asarray(starts, np.int32), np.asarray(last_index, np.int32), self._seeds(requests),
+            self._counters(requests), self._sampling(requests), kv_len=kv_len)
         return np.asarray(next_tokens), np.asarray(logprobs)
+
+    def _seeds(self, requests: list[Request | None]) -> np.ndarray:
+        return np.asarray([self._seed(r) if r else 0 for r in requests], np.uint32)
+
+    @staticmethod
+    def _counters(requests: list[Request | None]) -> np.ndarray:
+        """How many tokens each request has sampled: the index of the next one's randomness."""
+        return np.asarray([len(r.output_ids) if r else 0 for r in requests], np.int32)
+
+    def _sampling(self, requests: list[Request | None]) -> RowSampling:
+        return RowSampling.stack([self._sampling_row(r) for r in requests])
 
     def _record(self, slot: Slot, token: int, logprob: float) -> None:
         slot.request.output_ids.append(token)

@@ -191,3 +191,52 @@ def test_deterministic_mode_samples_independently_of_batching(model):
     alone, crowded = run(alone_and_crowded())
     assert crowded.cached_tokens == 0
     assert alone.output_ids == crowded.output_ids and alone.logprobs == crowded.logprobs
+
+
+def test_tokens_per_decode_call_change_nothing_sampled(model):
+    """decode_steps only groups tokens into calls: seeded requests of different lengths, some ending on a
+    stop token mid-call, sample the same tokens one call per token or sixteen (log-probs to float rounding:
+    a loop body fuses differently from a single step)."""
+    prompts = [prompt(30 + i, 6 + 11 * i) for i in range(5)]
+
+    def outputs(decode_steps: int, stops: tuple[int, ...] = ()):
+        engine = JaxEngine(model, slots=4, max_len=128, decode_steps=decode_steps)
+        requests = [(ids, SamplingParams(max_new_tokens=10 + 9 * i, seed=i, stop_token_ids=stops,
+                                         **REFERENCE_SAMPLING)) for i, ids in enumerate(prompts)]
+        results = run(generate_all(engine, requests))
+        run(engine.close())
+        return [(r.output_ids, r.logprobs, r.finish_reason) for r in results]
+
+    unstopped = outputs(16)
+    stops = (unstopped[1][0][4], unstopped[3][0][7])  # two requests end mid-call on a stop token
+    one_by_one, grouped = outputs(1, stops), outputs(16, stops)
+    assert [(ids, reason) for ids, _, reason in grouped] == [(ids, reason) for ids, _, reason in one_by_one]
+    for (_, a, _), (_, b, _) in zip(grouped, one_by_one, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert {reason for _, _, reason in one_by_one} == {"stop", "length"}
+
+
+def test_padding_rows_leave_an_idle_slots_cached_prefix_intact(model):
+    """Busy rows run padded to a power of two with idle slots; their writes must land past the cache's end,
+    or a conversation cached in that idle slot would resume from corrupted keys."""
+    greedy = SamplingParams(max_new_tokens=8, temperature=0.0)
+
+    async def episode():
+        engine = JaxEngine(model, slots=4, max_len=256)
+        first_prompt = prompt(3, 30)
+        first = await engine.generate(first_prompt, greedy)
+        # three others decode together: padded to four rows, the fourth is the idle slot caching `first`
+        await asyncio.gather(*(engine.generate(prompt(40 + i, 12), SamplingParams(max_new_tokens=40, seed=i))
+                               for i in range(3)))
+        follow_up = first_prompt + list(first.output_ids) + prompt(4, 6)
+        second = await engine.generate(follow_up, greedy)
+        fresh = JaxEngine(model, slots=1, max_len=256)
+        uncached = await fresh.generate(follow_up, greedy)
+        await engine.close()
+        await fresh.close()
+        return second, uncached
+
+    second, uncached = run(episode())
+    assert second.cached_tokens == 30 + 8 - 1
+    assert second.output_ids == uncached.output_ids
+    np.testing.assert_allclose(second.logprobs, uncached.logprobs, atol=1e-5)
