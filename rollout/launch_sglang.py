@@ -6,9 +6,11 @@ each on its own `tp` GPUs (CUDA_VISIBLE_DEVICES), waits until every one answers 
 that does not become healthy in time) is restarted after an exponential backoff, at most `--max-restarts`
 times each, after which everything is stopped and the launcher exits non-zero (a node that keeps losing
 servers needs a person). SIGTERM/SIGINT stop every server's whole process group (tensor-parallel workers
-included). `--server-command` swaps in another server program (the tests use a stub). `--colocated` is for
-servers that share their GPUs with the trainer (rollout.placement=colocated): they start with
-`--enable-memory-saver`, so that they can release and resume their memory around each update.
+included). `--server-command` swaps in another server program (the tests use a stub, tbjax.serve and
+sglang-jax). `--colocated` is for servers that share their GPUs with the trainer (rollout.placement=colocated):
+they start with `--enable-memory-saver`, so that they can release and resume their memory around each update.
+`Supervisor.restart_on(DIR)` restarts every server on another model directory: the weight refresh of servers
+that cannot load weights in place (sglang-jax), which `SGLangEngine(restart_servers=...)` falls back to.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -43,6 +46,7 @@ class LaunchConfig:
     gpus: tuple[str, ...] = ()  # device ids to split among the servers; () = CUDA_VISIBLE_DEVICES or 0..n-1
     server_command: tuple[str, ...] = (sys.executable, "-m", "sglang.launch_server")
     extra_args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # set for the servers on top of this process's environment
     colocated: bool = False  # the trainer shares these GPUs: servers must be able to release their memory
     startup_timeout_s: float = 1800.0  # a 27B checkpoint loads in minutes
     max_restarts: int = 3  # per server
@@ -86,8 +90,10 @@ class Supervisor:
             argv = [*config.server_command, "--model-path", config.model_path, "--tp", str(config.tp),
                     "--port", str(port), "--host", config.host,
                     *(["--enable-memory-saver"] if config.colocated else []), *config.extra_args]
-            env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(gpus[i * config.tp:(i + 1) * config.tp])}
+            env = {**os.environ, **dict(config.env),
+                   "CUDA_VISIBLE_DEVICES": ",".join(gpus[i * config.tp:(i + 1) * config.tp])}
             self.servers.append(ServerProcess(i, f"http://{public_host}:{port}", argv, env))
+        self._lock = threading.RLock()  # restart_on from the rollout thread vs check() from a watcher thread
 
     @property
     def urls(self) -> list[str]:
@@ -106,8 +112,22 @@ class Supervisor:
             time.sleep(self.config.poll_s)
             self.check()
 
+    def restart_on(self, model_path: str) -> None:
+        """Stops every server and starts it again on `model_path` (an HF directory of the same architecture);
+        returns once all are healthy. Deliberate restarts do not count against --max-restarts."""
+        with self._lock:
+            self.stop()
+            self.config = dataclasses.replace(self.config, model_path=model_path)
+            for server in self.servers:
+                server.argv[server.argv.index("--model-path") + 1] = model_path
+            self.start()
+
     def check(self) -> None:
         """One supervision pass: restart what died, notice what became healthy."""
+        with self._lock:
+            self._check()
+
+    def _check(self) -> None:
         now = time.monotonic()
         for server in self.servers:
             if server.restart_at is not None:

@@ -16,6 +16,7 @@ import jax
 from jax.experimental import multihost_utils
 
 from tbjax.models import Qwen, save_pretrained
+from tbjax.models.hf_config_v4 import write_transformers4_config
 
 LATEST = "latest"
 
@@ -25,8 +26,9 @@ def version_dir(root: str | Path, version: int | str) -> Path:
 
 
 def publish_weights(model: Qwen, root: str | Path, version: int | str, *, tokenizer_dir: str | Path | None = None,
-                    dtype: str | None = None) -> Path:
-    """Writes `model` as root/v{version} (HF format) and points root/latest at it. Returns the directory."""
+                    dtype: str | None = None, transformers4_config: bool = False) -> Path:
+    """Writes `model` as root/v{version} (HF format) and points root/latest at it. Returns the directory.
+    `transformers4_config`: config.json for servers that pin transformers 4 (sglang-jax)."""
     root = Path(root)
     final = version_dir(root, version)
     staging = root / f".v{version}.partial"
@@ -35,6 +37,8 @@ def publish_weights(model: Qwen, root: str | Path, version: int | str, *, tokeni
         shutil.rmtree(staging, ignore_errors=True)
     save_pretrained(model, staging, tokenizer_dir=tokenizer_dir, dtype=dtype)
     if jax.process_index() == 0:
+        if transformers4_config:
+            write_transformers4_config(staging)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(staging, final)
         pointer = root / f".{LATEST}.tmp"

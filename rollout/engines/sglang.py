@@ -7,6 +7,13 @@ lock step): connection errors, timeouts, 5xx and 429 answers (the server is benc
 another one), and `finish_reason.type == "abort"` (what SGLang answers for requests in flight when a weight
 refresh pauses it; the retry waits behind the pause). Not retried: other 4xx answers and malformed
 responses, which a retry cannot fix.
+
+Weight refresh falls back to restarting the servers where `/update_weights_from_disk` does not exist
+(sglang-jax answers 404): given a `restart_servers` callable (`rollout.launch_sglang.Supervisor.restart_on`,
+which stops every server and starts it again on the new HF directory, blocking until all are healthy), the
+engine calls it instead, and keeps doing so for later refreshes. It costs a server start per refresh
+(seconds for a tiny model on CPU, minutes for a 27B) and the prefix caches. Without one, the 404 is an
+`EngineError` that says so.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import dataclasses
 import logging
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -31,6 +38,12 @@ log = logging.getLogger(__name__)
 # gives the cache back only once the trainer has left the device.
 WEIGHTS, KV_CACHE, CUDA_GRAPH = "weights", "kv_cache", "cuda_graph"
 MEMORY_TAGS = (WEIGHTS, KV_CACHE, CUDA_GRAPH)
+# Restarts every server of the engine's URL list on the HF directory given; returns once all are healthy.
+ServerRestarter = Callable[[str], None]
+
+
+class MissingEndpointError(EngineError):
+    """The server has no such endpoint (HTTP 404): a server that cannot do it, not a failure to retry."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,10 +71,13 @@ class SGLangEngine:
     """Speaks /generate, /pause_generation, /update_weights_from_disk, /continue_generation, /health and
     /release_memory_occupation, /resume_memory_occupation."""
 
-    def __init__(self, config: SGLangConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, config: SGLangConfig, transport: httpx.AsyncBaseTransport | None = None,
+                 restart_servers: ServerRestarter | None = None) -> None:
         self.config = config
         self.pool = ServerPool(config.urls, config.weight_version, config.cooldown_s)
         self.missing_logprobs = 0  # stop tokens whose logprob no server sent (NaN in the Generation)
+        self._restart_servers = restart_servers
+        self.refresh_by_restart = False  # set once a server turned out to lack /update_weights_from_disk
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.request_timeout_s, connect=config.connect_timeout_s),
             limits=httpx.Limits(max_connections=config.max_connections,
@@ -70,8 +86,9 @@ class SGLangEngine:
         )
 
     @classmethod
-    def from_urls(cls, urls: Sequence[str], **settings: Any) -> SGLangEngine:
-        return cls(SGLangConfig(urls=tuple(urls), **settings))
+    def from_urls(cls, urls: Sequence[str], restart_servers: ServerRestarter | None = None,
+                  **settings: Any) -> SGLangEngine:
+        return cls(SGLangConfig(urls=tuple(urls), **settings), restart_servers=restart_servers)
 
     async def generate(self, input_ids: Sequence[int], sampling: SamplingParams, *,
                        session_id: str | None = None) -> Generation:
@@ -140,15 +157,40 @@ class SGLangEngine:
     async def update_weights(self, hf_dir: str, version: str) -> None:
         """Pause every server, load `hf_dir` on every server, continue every server. Every server pauses
         before any loads, so no two servers sample with different weights after the refresh; generation is
-        continued even when a load fails, and the failure is raised."""
+        continued even when a load fails, and the failure is raised. Servers without the endpoint are
+        restarted on `hf_dir` instead (module docstring)."""
+        if self.refresh_by_restart:
+            return await self._restart_on(hf_dir, version)
         await self._on_every_server("/pause_generation", {})
         try:
             update = {"model_path": hf_dir, "weight_version": version, "flush_cache": True}
             await self._on_every_server("/update_weights_from_disk", update)
+        except MissingEndpointError as error:
+            missing = error
+        else:
+            missing = None
         finally:
             await self._on_every_server("/continue_generation", {})
+        if missing is not None:
+            if self._restart_servers is None:
+                raise EngineError(f"{missing}: these servers cannot load weights in place (sglang-jax has no "
+                                  "/update_weights_from_disk); give SGLangEngine restart_servers="
+                                  "Supervisor.restart_on to refresh by restarting them") from missing
+            log.warning("%s; refreshing weights by restarting the servers from now on", missing)
+            self.refresh_by_restart = True
+            return await self._restart_on(hf_dir, version)
         for server in self.pool.servers:
             server.weight_version = version
+
+    async def _restart_on(self, hf_dir: str, version: str) -> None:
+        assert self._restart_servers is not None
+        try:
+            await asyncio.to_thread(self._restart_servers, hf_dir)
+        except Exception as error:  # the launcher's own failure (LaunchError, OSError): infrastructure
+            raise EngineError(f"restarting the servers on {hf_dir} failed: {error}") from error
+        for server in self.pool.servers:
+            server.weight_version = version
+            self.pool.mark_healthy(server)
 
     async def release_memory(self, tags: Sequence[str] | None = None) -> None:
         """Every server frees the GPU memory of `tags` (None: all of it) so that the trainer can use it.
@@ -163,9 +205,11 @@ class SGLangEngine:
     async def _on_every_server(self, path: str, body: dict[str, Any]) -> None:
         results = await asyncio.gather(*(self._admin(s, path, body) for s in self.pool.servers),
                                        return_exceptions=True)
-        failures = [str(r) for r in results if isinstance(r, BaseException)]
+        failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
-            raise EngineError(f"{path} failed on {len(failures)} of {len(results)} servers: " + "; ".join(failures))
+            missing = all(isinstance(f, MissingEndpointError) for f in failures)
+            raise (MissingEndpointError if missing else EngineError)(
+                f"{path} failed on {len(failures)} of {len(results)} servers: " + "; ".join(map(str, failures)))
 
     async def _admin(self, server: Server, path: str, body: dict[str, Any]) -> None:
         url = f"{server.url}{path}"
@@ -174,6 +218,8 @@ class SGLangEngine:
         except httpx.HTTPError as e:
             raise EngineError(f"{url} unreachable ({type(e).__name__}: {e}); restart the server or drop it "
                               f"from the URL list") from e
+        if response.status_code == 404:
+            raise MissingEndpointError(f"{url} answered HTTP 404 (the server has no {path})")
         if path == "/update_weights_from_disk":
             self._check_loaded(response, url, body["model_path"])
         elif response.status_code >= 400:

@@ -11,6 +11,11 @@ not the logprob list, so the stop token's logprob is usually still there as one 
 When a server dropped it from both, its logprob is unknown and is reported as NaN: never a made-up 0.0
 (probability 1), which would silently bias the importance ratio. Trainers must mask or recompute NaN
 behaviour logprobs; `missing_logprobs` counts them so the episode loop can report it.
+
+A server that sends more log-prob entries than output ids has sent the list more than once: sglang-jax
+0.1.0rc0 appends a cumulative snapshot every 50 generated tokens to a non-streamed response (51 tokens come
+with 50 + 51 entries). The last entries are the final snapshot; they are used, checked token by token
+against the output ids like any other list.
 """
 
 from __future__ import annotations
@@ -85,6 +90,8 @@ def parse_generation(body: Any, default_version: str) -> tuple[Generation, int]:
     trimmed = finish == "stop" and isinstance(matched, int) and (not ids or ids[-1] != matched)
     if trimmed:
         ids.append(matched)  # the server trimmed the stop token the policy sampled
+    if len(entries) > len(ids):
+        entries = entries[len(entries) - len(ids):]  # repeated snapshots (module docstring): keep the final one
     missing = 1 if trimmed and len(entries) == len(ids) - 1 else 0
     if len(entries) + missing != len(ids):
         raise ProtocolError(f"{len(output_ids)} output ids (finish {finish}, matched {matched!r}) but "

@@ -46,6 +46,7 @@ class StubModel:
     fail_status: int = 500
     abort_generate: int = 0  # answer the next N /generate calls with finish_reason abort
     update_ok: bool = True
+    update_endpoint: bool = True  # False: /update_weights_from_disk answers 404, as sglang-jax's does
     weight_version: str = "default"
     model_path: str = "stub-model"
     received: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -120,6 +121,8 @@ def make_app(model: StubModel) -> Starlette:
         elif path == "/continue_generation":
             model.paused = False
         elif path == "/update_weights_from_disk":
+            if not model.update_endpoint:
+                return JSONResponse({"detail": "Not Found"}, status_code=404)
             if not model.update_ok:
                 return JSONResponse({"success": False, "message": f"cannot load {body['model_path']}"},
                                     status_code=400)

@@ -185,3 +185,25 @@ def test_health_is_false_when_a_server_is_down_and_benches_it(servers, models):
     assert asyncio.run(check([servers[0].url, servers[1].url])) == (True, [False, False])
     dead = f"http://127.0.0.1:{free_port()}"
     assert asyncio.run(check([servers[0].url, dead])) == (False, [False, True])
+
+
+def test_servers_without_the_update_endpoint_are_restarted_on_the_new_weights(servers, models):
+    for model in models[:2]:
+        model.reset(update_endpoint=False, report_version=False)
+    restarted: list[str] = []
+
+    async def two_refreshes(engine):
+        await engine.update_weights("/w/v1", "1")
+        await engine.update_weights("/w/v2", "2")  # known by now: straight to the restart
+        return await engine.generate([1], SAMPLING)
+    generation = run(servers, two_refreshes, n=2, restart_servers=restarted.append)
+    assert restarted == ["/w/v1", "/w/v2"] and generation.weight_version == "2"
+    assert [path for _, path, _ in models[0].events] == [
+        "/pause_generation", "/update_weights_from_disk", "/continue_generation"]
+
+
+def test_missing_update_endpoint_without_a_restarter_says_what_to_do(servers, models):
+    models[0].reset(update_endpoint=False)
+    with pytest.raises(EngineError, match=r"HTTP 404 .* no /update_weights_from_disk.*restart_servers"):
+        run(servers, lambda e: e.update_weights("/w/v1", "1"), n=1)
+    assert models[0].events[-1][1] == "/continue_generation" and not models[0].paused

@@ -46,6 +46,12 @@ def test_trimmed_stop_token_without_logprob_is_nan_not_zero():
     assert generation.logprobs[0] == -0.5 and math.isnan(generation.logprobs[1])
 
 
+def test_repeated_cumulative_logprob_snapshots_keep_the_final_one():
+    snapshots = [[-0.5, 5, None]] + [[-0.5, 5, None], [-1.5, 6, None], [-0.25, 9, None]]  # sglang-jax's
+    generation, missing = parse_generation(response([5, 6], snapshots, {"type": "stop", "matched": 9}), "v")
+    assert generation.output_ids == (5, 6, 9) and generation.logprobs == (-0.5, -1.5, -0.25) and missing == 0
+
+
 def test_stop_string_match_appends_nothing():
     generation, _ = parse_generation(response([5], [[-0.5, 5, None]], {"type": "stop", "matched": "</x>"}), "v")
     assert generation.output_ids == (5,)
@@ -54,6 +60,7 @@ def test_stop_string_match_appends_nothing():
 @pytest.mark.parametrize("body, problem", [
     (response([5, 6], [[-0.5, 5, None]], {"type": "length"}), "output_token_logprobs"),
     (response([5], [[-0.5, 8, None]], {"type": "length"}), "is for token 8"),
+    (response([5], [[-0.5, 5, None], [-0.5, 8, None]], {"type": "length"}), "is for token 8"),
     (response([5], [[-0.5, 5, None]], {"type": "done"}), "finish_reason"),
     (response([5], [["x", 5, None]], {"type": "length"}), r"\[logprob, token_id, text\]"),
     ({"text": "hi"}, "meta_info"),
