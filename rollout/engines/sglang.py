@@ -159,30 +159,34 @@ class SGLangEngine:
         before any loads, so no two servers sample with different weights after the refresh; generation is
         continued even when a load fails, and the failure is raised. Servers without the endpoint are
         restarted on `hf_dir` instead (module docstring)."""
-        if self.refresh_by_restart:
-            return await self._restart_on(hf_dir, version)
-        await self._on_every_server("/pause_generation", {})
-        try:
-            update = {"model_path": hf_dir, "weight_version": version, "flush_cache": True}
-            await self._on_every_server("/update_weights_from_disk", update)
-        except MissingEndpointError as error:
-            missing = error
-        else:
-            missing = None
-        finally:
-            await self._on_every_server("/continue_generation", {})
-        if missing is not None:
+        if not self.refresh_by_restart:
+            missing = await self._load_in_place(hf_dir, version)
+            if missing is None:
+                return
             if self._restart_servers is None:
                 raise EngineError(f"{missing}: these servers cannot load weights in place (sglang-jax has no "
                                   "/update_weights_from_disk); give SGLangEngine restart_servers="
                                   "Supervisor.restart_on to refresh by restarting them") from missing
             log.warning("%s; refreshing weights by restarting the servers from now on", missing)
             self.refresh_by_restart = True
-            return await self._restart_on(hf_dir, version)
+        await self._restart_on(hf_dir, version)
+
+    async def _load_in_place(self, hf_dir: str, version: str) -> MissingEndpointError | None:
+        """Pause, load, continue on every server; the 404 of servers without the load endpoint, if any."""
+        await self._on_every_server("/pause_generation", {})
+        try:
+            update = {"model_path": hf_dir, "weight_version": version, "flush_cache": True}
+            await self._on_every_server("/update_weights_from_disk", update)
+        except MissingEndpointError as error:
+            return error
+        finally:
+            await self._on_every_server("/continue_generation", {})
         for server in self.pool.servers:
             server.weight_version = version
+        return None
 
     async def _restart_on(self, hf_dir: str, version: str) -> None:
+        """The servers start again on `hf_dir` (in a thread: the launcher blocks until they are healthy)."""
         assert self._restart_servers is not None
         try:
             await asyncio.to_thread(self._restart_servers, hf_dir)

@@ -65,6 +65,22 @@ def test_starts_restarts_a_killed_server_and_stops_all():
     assert all(s.process.poll() is not None for s in supervisor.servers)
 
 
+def test_restart_on_brings_every_server_back_on_the_new_model_path():
+    config = LaunchConfig(model_path="v0", tp=1, servers=2, port=two_free_ports(), gpus=("0", "1"),
+                          server_command=tuple(command()), poll_s=0.05, max_restarts=0)
+    supervisor = Supervisor(config)
+    try:
+        urls = supervisor.start()
+        before = [model_info(url)["pid"] for url in urls]
+        supervisor.restart_on("weights/v1")  # the weight refresh of servers that cannot load in place
+        after = [model_info(url) for url in urls]
+    finally:
+        supervisor.stop()
+    assert [i["model_path"] for i in after] == ["weights/v1"] * 2 and supervisor.config.model_path == "weights/v1"
+    assert all(i["pid"] != pid for i, pid in zip(after, before, strict=True))
+    assert [s.restarts for s in supervisor.servers] == [0, 0]  # deliberate: no crash budget spent
+
+
 def test_a_server_that_keeps_dying_stops_the_launch_after_its_restarts():
     config = LaunchConfig(model_path="m", tp=1, servers=1, port=free_port(), gpus=("0",),
                           server_command=(sys.executable, "-c", "raise SystemExit(3)"),

@@ -30,6 +30,7 @@ from tbjax.publish import publish_weights
 from tests.rollout.e2e_support import check_trajectory, telecom_tasks
 from tests.rollout.sglang_jax_support import Recording, assert_greedy_agree, export_for_sglang_jax, launch
 
+pytestmark = pytest.mark.slow
 GREEDY = EpisodeConfig(max_turns=3, max_tokens_per_turn=32, token_budget=480, timeout_s=300, temperature=0.0)
 TASKS = 4  # one greedy episode per task: greedy episodes of one task are identical
 MAX_LEN = 512  # the reference engine's cache rows: fewer shapes to compile than the model's 2048
