@@ -166,6 +166,18 @@ class Supervisor:
         _terminate([s.process for s in self.servers if s.process is not None])
 
 
+def start_supervised(config: LaunchConfig) -> Supervisor:
+    """A Supervisor whose servers all answer /health; the caller stops them. When they cannot all be
+    brought up, those that were started are stopped before the error propagates."""
+    supervisor = Supervisor(config)
+    try:
+        supervisor.start()
+    except BaseException:
+        supervisor.stop()
+        raise
+    return supervisor
+
+
 def _visible_gpus(count: int) -> tuple[str, ...]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     return tuple(visible.split(",")) if visible else tuple(str(i) for i in range(count))

@@ -27,7 +27,7 @@ from rollout.episode import EpisodeConfig, SessionOpener
 from rollout.evaluation.chat import ChatAgent, ChatAgentConfig, chat_trial_runner
 from rollout.evaluation.runner import TrialRunner, token_trial_runner
 from rollout.interpret import Interpreter
-from rollout.launch_sglang import LaunchConfig, Supervisor
+from rollout.launch_sglang import LaunchConfig, Supervisor, start_supervised
 
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
@@ -88,16 +88,10 @@ def start_embedded(model_dir: str | Path, *, servers: int = 1, server_args: str 
                    startup_timeout_s: float = 600.0) -> Supervisor:
     """Starts `servers` processes of `python -m tbjax.serve --model DIR` on free local ports and waits until
     all are healthy; the caller stops them (`supervisor.stop()`)."""
-    supervisor = Supervisor(LaunchConfig(
+    return start_supervised(LaunchConfig(
         model_path=str(model_dir), tp=1, servers=servers, port=_free_port(),
         server_command=(sys.executable, "-m", "tbjax.serve"), extra_args=tuple(shlex.split(server_args)),
         startup_timeout_s=startup_timeout_s, restart_backoff_s=1.0))
-    try:
-        supervisor.start()
-    except BaseException:
-        supervisor.stop()
-        raise
-    return supervisor
 
 
 @contextlib.asynccontextmanager

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rollout.engine import Engine, Generation, SamplingParams
-from rollout.launch_sglang import LaunchConfig, Supervisor
+from rollout.launch_sglang import LaunchConfig, Supervisor, start_supervised
 from tbjax import export
 from tbjax.models import Qwen
 
@@ -70,20 +70,15 @@ def consecutive_free_ports(count: int) -> int:
 
 def launch(python: Path, model_dir: Path, servers: int) -> Supervisor:
     """`servers` sglang-jax servers on 127.0.0.1 under our launcher; returns once all answer /health."""
-    supervisor = Supervisor(LaunchConfig(
+    return start_supervised(LaunchConfig(
         model_path=str(model_dir), tp=1, servers=servers, port=consecutive_free_ports(servers),
         server_command=(str(python), "-m", "sgl_jax.launch_server"), extra_args=SERVER_FLAGS, env=SERVER_ENV,
         startup_timeout_s=300, max_restarts=1, restart_backoff_s=1.0, poll_s=0.25))
-    try:
-        supervisor.start()
-    except BaseException:
-        supervisor.stop()
-        raise
-    return supervisor
 
 
 class Recording:
-    """An Engine that records every (session id, Generation) its inner engine returned."""
+    """Generates through `engine` (for the episode loop, which only generates) and records every
+    (session id, Generation) it returned."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -94,15 +89,6 @@ class Recording:
         generation = await self.engine.generate(input_ids, sampling, session_id=session_id)
         self.calls.append((session_id, generation))
         return generation
-
-    async def update_weights(self, hf_dir: str, version: str) -> None:
-        await self.engine.update_weights(hf_dir, version)
-
-    async def health(self) -> bool:
-        return await self.engine.health()
-
-    async def close(self) -> None:
-        await self.engine.close()
 
 
 
