@@ -83,23 +83,26 @@ def chunked_gated_delta(q: jax.Array, k: jax.Array, v: jax.Array, g: jax.Array, 
     # the document the incoming state belongs to: the first token's for chunk 0, else the previous chunk's last
     prev_doc = jnp.concatenate([docs[:, :, :1, 0], docs[:, :, :-1, -1]], axis=2)[..., None]
     continues = docs == prev_doc  # [b, 1, n, chunk]: reads the incoming state
-    in_last_doc = docs == docs[..., -1:]  # writes the outgoing state
     same_doc = docs[..., :, None] == docs[..., None, :]
     causal = jnp.tril(jnp.ones((chunk_size, chunk_size), bool))
+    earlier = jnp.tril(causal, -1)  # j < i
     visible = same_doc & causal  # token i sees token j <= i of its document
 
     decay = jnp.cumsum(g, axis=-1)  # log of the decay from the chunk start through each token
-    pair_decay = jnp.exp(jnp.where(visible, decay[..., :, None] - decay[..., None, :], -jnp.inf))
+    # log decay from token j to token i, summed over just the tokens between (not a difference of two long
+    # cumulative sums, which loses the small terms once decays add up to thousands)
+    between = jnp.cumsum(jnp.where(earlier, g[..., :, None], 0.0), axis=-2)
+    pair_decay = jnp.exp(jnp.where(visible, between, -jnp.inf))
     k_beta = k * beta[..., None]
     # corrections u solve (I + strictly_lower(beta_i k_i.k_j decay_ij)) u = beta v: the within-chunk delta rule
-    system = jnp.where(visible & ~causal.T, jnp.einsum("bhnik,bhnjk->bhnij", k_beta, k) * pair_decay, 0.0)
+    system = jnp.where(visible & earlier, jnp.einsum("bhnik,bhnjk->bhnij", k_beta, k) * pair_decay, 0.0)
     system = system + jnp.eye(chunk_size, dtype=jnp.float32)
     rhs = jnp.concatenate([v * beta[..., None], k_beta * jnp.exp(decay)[..., None]], axis=-1)
     solved = jax.scipy.linalg.solve_triangular(system, rhs, lower=True, unit_diagonal=True)
     u, w = solved[..., :dv], jnp.where(continues[..., None], solved[..., dv:], 0.0)
     q_read = jnp.where(continues[..., None], q * jnp.exp(decay)[..., None], 0.0)
     scores = jnp.einsum("bhnik,bhnjk->bhnij", q, k) * pair_decay
-    k_write = jnp.where(in_last_doc[..., None], k * jnp.exp(decay[..., -1:] - decay)[..., None], 0.0)
+    k_write = k * pair_decay[..., -1, :, None]  # decayed to the chunk's end; zero outside its last document
     carry_decay = jnp.where(continues[..., -1], jnp.exp(decay[..., -1]), 0.0)  # [b, h, n]
 
     def across(state, xs):
