@@ -178,10 +178,15 @@ async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, An
     }
 
 
+def make_trainer(config: TrainConfig, model: Qwen) -> GRPOTrainer:
+    """The update as a run configures it; tbjax.compile compiles this very one ahead of time."""
+    return GRPOTrainer(model, config.grpo, config.optim, temperature=config.episode.temperature,
+                       logprob_chunk=config.train.logprob_chunk)
+
+
 def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Run:
     """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula)."""
-    trainer = GRPOTrainer(model, config.grpo, config.optim, temperature=config.episode.temperature,
-                          logprob_chunk=config.train.logprob_chunk)
+    trainer = make_trainer(config, model)
     tasks = tasks if tasks is not None else training_tasks(config)
     dataset = grain.MapDataset.range(len(tasks)).shuffle(seed=config.tasks.seed).repeat(None).to_iter_dataset()
     checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,

@@ -9,7 +9,8 @@ import jax
 from jax.experimental import multihost_utils
 
 from tbjax.assets.tiny import ARCHITECTURES, make_flax_checkpoint
-from tbjax.config import ConfigError
+from tbjax.config import ConfigError, TrainConfig
+from tbjax.models import ModelConfig
 
 TINY_PREFIX = "tiny:"
 
@@ -27,3 +28,13 @@ def resolve_model_dir(path: str, run_dir: Path) -> Path:
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices(f"tiny model {arch} written")
     return target
+
+
+def planned_model_config(config: TrainConfig) -> ModelConfig:
+    """The architecture to plan memory and meshes with: `model.architecture` where the checkpoint is not on
+    this machine (planning a cluster run on a laptop), else the checkpoint's own config.json."""
+    architecture = config.model.architecture
+    if architecture is not None and not Path(config.model.path).is_dir():
+        return ModelConfig.from_hf_dict(architecture, config.model.runtime())
+    model_dir = resolve_model_dir(config.model.path, config.run.directory)
+    return ModelConfig.from_pretrained(model_dir, config.model.runtime())

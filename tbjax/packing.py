@@ -19,6 +19,8 @@ from rollout.trajectory import Trajectory
 from tbjax.grpo import LossConfig, group_advantages, token_weights
 
 FIELDS = ("tokens", "positions", "segments", "targets", "mask", "behaviour_logprobs", "advantages", "weights")
+FIELD_DTYPES = {name: np.dtype(np.float32 if name in ("behaviour_logprobs", "advantages", "weights") else np.int32)
+                for name in FIELDS}
 
 
 @dataclasses.dataclass
@@ -71,8 +73,7 @@ def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float], token_
     unit = micro_rows * rows_multiple
     rows = max(unit, math.ceil(len(layout) / unit) * unit)
     micro_batches = rows // unit
-    arrays = {name: np.zeros((rows, row_len), np.float32 if name in (
-        "behaviour_logprobs", "advantages", "weights") else np.int32) for name in FIELDS}
+    arrays = {name: np.zeros((rows, row_len), FIELD_DTYPES[name]) for name in FIELDS}
     trained = 0
     for r, members in enumerate(layout):
         offset = 0

@@ -42,9 +42,9 @@ from rollout.select import run_selection
 from tbjax.config import ConfigError, RunSection, TrainConfig
 from tbjax.engine import JaxEngine
 from tbjax.loop import run_training, session_opener
-from tbjax.mesh import make_mesh, parse_mesh_spec
+from tbjax.mesh_check import checked_mesh
 from tbjax.model_source import resolve_model_dir
-from tbjax.models import Qwen, from_pretrained
+from tbjax.models import ModelConfig, Qwen, from_pretrained
 from tbjax.results import results_markdown, results_table
 from tbjax.sft import load_or_record_demos, warm_start
 
@@ -92,8 +92,9 @@ def sample_tasks(split: str, count: int, seed: int, domains: list[str] | None) -
 
 
 def load_policy(path: Path, config: TrainConfig) -> Qwen:
-    mesh = make_mesh(parse_mesh_spec(config.mesh.shape, config.mesh.layout))
-    return from_pretrained(path, mesh=mesh, runtime=config.model.runtime())
+    runtime = config.model.runtime()
+    mesh = checked_mesh(config.mesh.shape, config.mesh.layout, ModelConfig.from_pretrained(path, runtime))
+    return from_pretrained(path, mesh=mesh, runtime=runtime)
 
 
 class Campaigns:

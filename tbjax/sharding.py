@@ -38,7 +38,9 @@ DEFAULT_RULES: Mapping[str, MeshAxes] = {
     "conv_kernel": (),
     # activations
     "batch": ("data", "fsdp"),
-    "seq": (),
+    # Sequence parallelism between blocks: with tensor parallelism the residual stream (what full remat keeps
+    # per layer) is split over the sequence instead of replicated, 1/tensor of the memory (Megatron-SP).
+    "seq": ("tensor",),
     "act_embed": (),
 }
 
@@ -151,11 +153,3 @@ def _summarise(leaves: Iterable[tuple[Sequence[int], np.dtype, jax.sharding.Shar
 def memory_summary(state: nnx.State) -> MemorySummary:
     """Bytes per device of a state of placed arrays."""
     return _summarise((leaf.shape, leaf.dtype, leaf.sharding) for leaf in jax.tree.leaves(state))
-
-
-def planned_memory(abstract_state: nnx.State, mesh: Mesh | AbstractMesh, rules: ShardingRules) -> MemorySummary:
-    """Bytes per device the parameters of `abstract_state` will take on `mesh` (an AbstractMesh needs no
-    devices, so a 3x8 plan can be checked on a laptop)."""
-    shardings = jax.tree.leaves(param_shardings(abstract_state, mesh, rules))
-    leaves = jax.tree.leaves(abstract_state)
-    return _summarise((leaf.shape, leaf.dtype, sharding) for leaf, sharding in zip(leaves, shardings, strict=True))

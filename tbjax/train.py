@@ -10,26 +10,27 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 import jax
-import numpy as np
 from flax import nnx
 from rich.console import Console
 from rich.filesize import decimal
+from rich.markup import escape
 from rich.table import Table
 
+from tbjax.aot import abstract_trainer, update_shape
 from tbjax.checkpoint import ResumeError
 from tbjax.colocate import configure_xla_memory
 from tbjax.config import ConfigError, TrainConfig, load_config
 from tbjax.loop import run_training
-from tbjax.mesh import DistributedConfig, MeshError, initialize_distributed, make_mesh, parse_mesh_spec
-from tbjax.model_source import resolve_model_dir
+from tbjax.memory_plan import estimate_update
+from tbjax.mesh import DistributedConfig, MeshError, initialize_distributed, parse_mesh_spec
+from tbjax.mesh_check import check_mesh_divides, checked_mesh
+from tbjax.model_source import planned_model_config, resolve_model_dir
 from tbjax.models import CheckpointError, ModelConfig, Qwen, UnsupportedModelError, from_pretrained
-from tbjax.models.hf_import import abstract_model
 from tbjax.packing import PackingError
 from tbjax.pipeline import has_stages, run_pipeline
-from tbjax.sharding import ShardingError, ShardingRules, memory_summary, planned_memory
+from tbjax.sharding import ShardingError, ShardingRules, memory_summary
 
 console = Console()
 
@@ -42,24 +43,23 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, bool]:
     parser.add_argument("--dry-run", action="store_true", help="print the resolved config and memory plan, then exit")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.remat=none")
     args = parser.parse_args(argv)
-    overrides = list(args.overrides) + ([f"mesh.shape={args.mesh}"] if args.mesh else [])
+    overrides = list(args.overrides) + ([f"mesh.shape={args.mesh!r}"] if args.mesh else [])
     return load_config(args.config, overrides), args.dry_run
 
 
 def print_plan(config: TrainConfig, model_config: ModelConfig) -> None:
-    """The resolved config and, per device, what the update holds: parameters (their dtype), AdamW's two
-    float32 moments and the float32 gradient accumulator, all sharded like the parameters."""
+    """The resolved config and the update's memory per device by tbjax.memory_plan's estimate of the largest
+    step (`python -m tbjax.compile` compiles it for a target machine)."""
     spec = parse_mesh_spec(config.mesh.shape, config.mesh.layout)
-    _, abstract_state = abstract_model(model_config)
-    plan = planned_memory(abstract_state, spec.abstract(), ShardingRules())
-    elements = plan.per_device_bytes / np.dtype(model_config.param_dtype).itemsize
-    optimizer, gradients = elements * 8, elements * 4
+    rules = ShardingRules()
+    check_mesh_divides(model_config, spec, rules)
+    trainer = abstract_trainer(config, model_config, spec.abstract(), rules)
+    plan = estimate_update(model_config, spec, rules, trainer.state_shapes(), update_shape(config, trainer))
     console.print(config.to_yaml())
     console.print(f"model: {model_config.model_type}, {model_config.num_params() / 1e9:.2f}B parameters")
-    console.print(f"mesh {spec.describe()}: parameters {plan.describe()}")
-    console.print(f"per device: parameters {decimal(plan.per_device_bytes)} + optimizer state {decimal(optimizer)} "
-                  f"+ gradients {decimal(gradients)} = {decimal(plan.per_device_bytes + optimizer + gradients)} "
-                  "(activations come on top)")
+    console.print(f"mesh {spec.describe()}, per device (estimate): parameters {decimal(plan.params)} + optimizer "
+                  f"state {decimal(plan.optimizer)} + gradients {decimal(plan.gradients)} + activations "
+                  f"{decimal(plan.activations + plan.batch)} = {decimal(plan.total)}", soft_wrap=True)
 
 
 def summarise(model: Qwen, config: TrainConfig) -> Table:
@@ -91,13 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                                         config.mesh.process_id).merged_over(DistributedConfig.from_environment())
         how = initialize_distributed(distributed)
         if dry_run:
-            architecture = config.model.architecture
-            if architecture is not None and not Path(config.model.path).is_dir():
-                model_config = ModelConfig.from_hf_dict(architecture, config.model.runtime())
-            else:
-                model_dir = resolve_model_dir(config.model.path, config.run.directory)
-                model_config = ModelConfig.from_pretrained(model_dir, config.model.runtime())
-            print_plan(config, model_config)
+            print_plan(config, planned_model_config(config))
             return 0
         if has_stages(config):
             console.rule(f"tbjax.train: the {config.run.name} pipeline in {config.run.directory}")
@@ -105,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"[green]done[/green]: results in {config.run.directory / 'results.md'}")
             return 0
         model_dir = resolve_model_dir(config.model.path, config.run.directory)
-        mesh = make_mesh(parse_mesh_spec(config.mesh.shape, config.mesh.layout))
+        mesh = checked_mesh(config.mesh.shape, config.mesh.layout,
+                            ModelConfig.from_pretrained(model_dir, config.model.runtime()))
         console.rule(f"tbjax.train: {config.run.name} ({how}, {jax.process_count()} process(es))")
         model = from_pretrained(model_dir, mesh=mesh, runtime=config.model.runtime())
         console.print(summarise(model, config))
@@ -115,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except (ConfigError, MeshError, ShardingError, UnsupportedModelError, CheckpointError, FileNotFoundError,
             ResumeError, PackingError) as error:
-        console.print(f"[red]error:[/red] {error}")
+        console.print(f"[red]error:[/red] {escape(str(error))}")  # messages quote lists: not markup
         return 2
 
 

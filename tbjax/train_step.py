@@ -25,7 +25,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tbjax.grpo import LossConfig, policy_loss_terms
 from tbjax.logprobs import chunked_logprobs
 from tbjax.models import Qwen
-from tbjax.packing import FIELDS, PackedBatch
+from tbjax.packing import FIELD_DTYPES, FIELDS, PackedBatch
 from tbjax.sharding import ShardingRules, param_shardings
 
 Params = dict[str, Any]
@@ -74,7 +74,7 @@ class GRPOTrainer:
         self.abstract_state = abstract
         self.optimizer = make_optimizer(optim or OptimConfig())
         self.mesh = mesh if mesh is not None else model.mesh
-        self.rules = rules or ShardingRules()
+        self.rules = rules or model.rules  # the model's activations and the state must agree
         if self.mesh is not None:
             self.param_shardings = nnx.to_pure_dict(param_shardings(abstract, self.mesh, self.rules))
             self.batch_sharding = NamedSharding(
@@ -111,6 +111,24 @@ class GRPOTrainer:
             arrays = {k: jax.device_put(v, self.batch_sharding) for k, v in arrays.items()}
         state, sums = self._update(state, arrays, jnp.float32(batch.denominator))
         return state, summarise(jax.device_get(sums), batch.denominator)
+
+    def state_shapes(self) -> TrainState:
+        """The state as ShapeDtypeStructs on this trainer's shardings: what ahead-of-time compilation
+        (tbjax.compile) lowers the update with, so a 27B plan allocates nothing."""
+        params = nnx.to_pure_dict(self.abstract_state)
+        opt_state = jax.eval_shape(lambda p: self.optimizer.init(_to_f32(p)), params)
+        step = jax.ShapeDtypeStruct((), jnp.int32)
+        if self.mesh is None:
+            return TrainState(params, opt_state, step)
+        shardings = TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(self.mesh, PartitionSpec()))
+        return jax.tree.map(lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
+                            TrainState(params, opt_state, step), shardings)
+
+    def lower(self, batch_shape: tuple[int, int, int]) -> jax.stages.Lowered:
+        """The very update `update` runs, lowered for a packed batch of [micro_batches, rows, row_len] from
+        abstract inputs (nothing allocated); `.compile()` gives its memory and cost analyses."""
+        batch = {k: jax.ShapeDtypeStruct(batch_shape, FIELD_DTYPES[k], sharding=self.batch_sharding) for k in FIELDS}
+        return self._update.lower(self.state_shapes(), batch, jax.ShapeDtypeStruct((), jnp.float32))
 
     def _compile(self):
         loss_config, temperature, chunk = self.loss, self.temperature, self.logprob_chunk

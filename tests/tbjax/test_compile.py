@@ -1,0 +1,98 @@
+"""`python -m tbjax.compile` and the mesh check behind it: targets, a mesh that does not divide the model failing
+before any compile (in the trainer too), the cpu:3x8 target compiling the real update and decode step of a
+tiny config on 24 forced CPU devices, and the GPU estimate of the 27B reference. The TPU compile of the 27B
+reference is tests/tbjax/test_compile_tpu.py."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tbjax import compile as compile_cli
+from tbjax import train
+from tbjax.aot_targets import TargetError, parse_target
+from tbjax.config import load_config
+from tbjax.mesh import parse_mesh_spec
+from tbjax.mesh_check import check_mesh_divides
+from tbjax.models import ModelConfig
+from tbjax.sharding import ShardingError, ShardingRules
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE = str(REPO / "configs/qwen3-27b-3x8-h100.yaml")
+TINY_ARCHITECTURE = ("model.architecture={model_type: qwen3, vocab_size: 512, hidden_size: 64, intermediate_size: 128, "
+                     "num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16}")
+
+
+def test_targets_name_devices_topology_and_memory():
+    v5p = parse_target("tpu:v5p-64")
+    assert (v5p.devices, v5p.topology_name, v5p.memory_bytes) == (32, "v5p:2x4x4", int(95.74 * 2**30))
+    assert parse_target("tpu:v5p:2x2x6").devices == 24
+    assert parse_target("tpu:v5e-32").topology_name == "v5e:4x8"
+    assert parse_target("cpu:3x8").devices == 24 and parse_target("cpu:3x8").memory_bytes is None
+    gpu = parse_target("gpu-estimate")
+    assert not gpu.compiles and gpu.memory_bytes == 80 * 10**9
+    for bad in ("tpu:v5p-48", "tpu:v9-8", "cpu:", "gpu", "gpu-estimate:k80"):
+        with pytest.raises(TargetError, match="target"):
+            parse_target(bad)
+
+
+def test_mesh_that_does_not_divide_the_27b_names_parameter_dimension_axis_and_a_layout_that_does():
+    config = load_config(REFERENCE)
+    model = ModelConfig.from_hf_dict(config.model.architecture, config.model.runtime())
+    with pytest.raises(ShardingError) as error:
+        check_mesh_divides(model, parse_mesh_spec("24"), ShardingRules())
+    message = str(error.value)
+    assert "parameter embed_tokens" in message and "'embed' = 5120" in message
+    assert "mesh axes ('fsdp',) of size 24" in message
+    assert "Suggested layout for these 24 devices: --mesh 3x8 mesh.layout=[data,fsdp] (data=3 x fsdp=8" in message
+
+
+def test_trainer_refuses_such_a_mesh_before_loading_or_compiling(tmp_path, monkeypatch, capsys):
+    """Dry run and real run alike; the real run fails before the checkpoint is loaded onto devices."""
+    monkeypatch.chdir(tmp_path)
+    assert train.main(["--config", REFERENCE, "--mesh", "8x3", "--dry-run"]) == 2  # layout [data, tensor]
+    out = " ".join(capsys.readouterr().out.split())
+    assert "'vocab' = 151936 does not divide mesh axes ('tensor',) of size 3" in out
+    grpo_only = ["model.path=tiny:qwen3", "warm_start.steps=0", "select.candidates=0", "evaluate.tasks=0"]
+    assert train.main([*grpo_only, "--mesh", "1x1x8"]) == 2  # 2 kv heads cannot split 8 ways
+    out = " ".join(capsys.readouterr().out.split())
+    assert "'kv_heads' = 2 does not divide mesh axes ('tensor',) of size 8" in out
+    assert "Suggested layout for these 8 devices: --mesh 8 mesh.layout=[fsdp]" in out
+
+
+def test_cpu_3x8_target_compiles_the_update_and_decode_step_of_a_tiny_config(tmp_path, capsys):
+    record = tmp_path / "plan.json"
+    code = compile_cli.main([
+        "--config", str(REPO / "configs/tiny-cpu.yaml"), "--target", "cpu:3x8", "--mesh", "3x8", "--json",
+        str(record), "model.path=/absent", TINY_ARCHITECTURE, "train.row_len=128", "train.micro_batch_rows=1",
+        "groups.groups=2", "groups.group_size=4", "rollout.slots=24", "rollout.max_len=128"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "mesh data=3 x fsdp=8 x tensor=1" in out and "no budget on CPU" in out and "FLOPs per step" in out
+    assert "decode step (embedded engine, 24 slots x 128-token KV cache)" in out
+    plan = json.loads(record.read_text())
+    update = plan["update"]
+    assert plan["fits"] is None and plan["peak"] == update["peak"]
+    assert update["peak"] == update["arguments"] + update["outputs"] - update["aliased"] + update["temporaries"] \
+        + update["code"]
+    # parameters and AdamW moments reach the compiled update exactly as planned (the batch and a scalar aside)
+    estimate = plan["estimate"]
+    assert estimate["params"] + estimate["optimizer"] <= update["arguments"] <= \
+        estimate["params"] + estimate["optimizer"] + estimate["batch"] + 4096  # scalars, padded to tiles
+    assert plan["decode"]["peak"] > 0
+
+
+def test_gpu_estimate_of_the_27b_reference_says_it_is_one_and_explains_why_it_does_not_fit(tmp_path, capsys):
+    record = tmp_path / "plan.json"
+    code = compile_cli.main(["--config", REFERENCE, "--target", "gpu-estimate:h100", "--json", str(record)])
+    out = " ".join(capsys.readouterr().out.split())
+    plan = json.loads(record.read_text())
+    assert "analytic estimate: no AOT for GPUs" in out
+    estimate = plan["estimate"]
+    norms = 129 * 5120 + 64 * 2 * 128  # replicated: "norm" maps to no mesh axis
+    assert estimate["params"] == ((27_225_641_984 - norms) // 8 + norms) * 2  # bfloat16, 8 ways on 3 replicas
+    assert estimate["optimizer"] == 4 * estimate["params"] + 8  # two float32 moments and two int32 counters
+    # on 80 GB H100s it does not fit, and the explanation names the parts and what shrinks them
+    assert code == 1 and plan["fits"] is False and plan["peak"] == estimate["total"] > 80e9
+    assert "does not fit: the update needs 120.3 GB per device, more than 80.0 GB" in out
+    assert "cuDNN is handed the packed-segment mask as a dense seq x seq bias" in out
