@@ -71,15 +71,14 @@ def abstract_trainer(config: TrainConfig, cfg: ModelConfig, mesh: Mesh | Abstrac
 
 
 def lower_update(trainer: GRPOTrainer, shape: UpdateShape) -> jax.stages.Lowered:
-    rows = shape.micro_batch_rows * trainer.rows_multiple
-    return trainer.lower((shape.micro_batches, rows, shape.row_len))
+    return trainer.lower((shape.micro_batches, shape.micro_batch_rows * shape.batch_shards, shape.row_len))
 
 
 def lower_decode(cfg: ModelConfig, mesh: Mesh, rules: ShardingRules, slots: int, max_len: int) -> jax.stages.Lowered:
     """One decode step of the embedded engine: every slot feeds one token and attends over the whole cache
-    (the largest shape it compiles). Parameters shard as in training; the KV cache's slots split over the
-    batch axes and its kv heads over the tensor axis (an assumption of this plan: the engine holds whatever
-    layout jit gives it)."""
+    (the largest shape it compiles). Parameters shard as in training. The KV cache is planned with its slots
+    split over the batch axes and its kv heads over the tensor axis; the engine allocates it unsharded today,
+    so on a mesh of several devices this is a plan for it, not a picture of it."""
     model = nnx.eval_shape(lambda: Qwen(cfg, nnx.Rngs(0), mesh=mesh, rules=rules))
     graphdef, state = nnx.split(model)
     shardings = nnx.to_pure_dict(param_shardings(state, mesh, rules))

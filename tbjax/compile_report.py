@@ -134,42 +134,43 @@ def judge(estimate: MemoryPlan, compiled: CompiledStep | None, refusal: OutOfMem
 
 def print_update(config: TrainConfig, cfg: ModelConfig, shape: UpdateShape, estimate: MemoryPlan,
                  compiled: CompiledStep | None, target: Target, verdict: Verdict) -> None:
-    rows = shape.micro_batch_rows
-    console.print(f"GRPO update: {shape.micro_batches} micro-batch(es) x {rows} row(s) per batch shard x "
-                  f"{shape.row_len} tokens (every episode of {config.groups.groups} x {config.groups.group_size} "
-                  "in a row of its own: the largest step)")
-    kind = "compiled" if compiled else ("refused by the compiler" if target.compiles else "")
-    table = Table(title=f"bytes per device ({'analytic estimate: no AOT for GPUs' if not target.compiles else kind})")
-    table.add_column("")
-    table.add_column("estimate", justify="right")
-    if compiled:
-        table.add_column("compiled", justify="right")
-    exact = {"parameters": estimate.params, "optimizer state (AdamW moments, float32)": estimate.optimizer}
-    for name, value in estimate.lines():
-        cells = [escape(name), decimal(value)]
-        if compiled:
-            cells.append(decimal(value) if name in exact else "")
-        table.add_row(*cells)
-    if compiled:
-        batch = compiled.arguments - estimate.params - estimate.optimizer
-        table.add_row("temporaries (gradients, activations)", decimal(estimate.gradients + estimate.activations),
-                      decimal(compiled.temporaries + compiled.outputs - compiled.aliased + compiled.code))
-        table.add_row("packed batch and scalars (arguments)", "", decimal(batch))
+    console.print(f"GRPO update: {shape.micro_batches} micro-batch(es) x {shape.micro_batch_rows} row(s) per batch "
+                  f"shard x {shape.row_len} tokens (every episode of {config.groups.groups} x "
+                  f"{config.groups.group_size} in a row of its own: the largest step)")
+    console.print(memory_table(estimate, compiled, target))
     budget = f" of {decimal(verdict.budget)}" if verdict.budget else ""
     status = {True: "[green]fits[/green]", False: "[red]does not fit[/red]", None: "no budget on CPU"}[verdict.fits]
-    table.add_row("peak", decimal(estimate.total), *([decimal(compiled.peak)] if compiled else []),
-                  end_section=True)
-    console.print(table)
     console.print(f"peak per device {decimal(verdict.peak)} ({verdict.source}){budget}: {status}"
                   + (f"; compiled in {compiled.seconds:.0f} s" if compiled else ""))
-    tokens = shape.micro_batches * rows * shape.batch_shards * shape.row_len
-    passes = 4 if cfg.runtime.remat != "none" else 3  # forward, backward (2x), remat's second forward
+    tokens = shape.micro_batches * shape.micro_batch_rows * shape.batch_shards * shape.row_len
+    passes = 4 if cfg.runtime.remat != "none" else 3  # forward, backward (twice a forward), remat's re-forward
     flops = tokens * cfg.flops_per_token(shape.row_len) * passes
     line = f"FLOPs per step: {flops:.3g} for {tokens:,} tokens (model arithmetic, {passes} forward passes' worth)"
     if compiled and compiled.flops:
         line += (f"; XLA's cost analysis says {compiled.flops:.3g} per device, counting each scanned loop body "
                  "(layers, micro-batches, vocabulary chunks) once and no Pallas kernel")
     console.print(line)
+
+
+def memory_table(estimate: MemoryPlan, compiled: CompiledStep | None, target: Target) -> Table:
+    """The estimate line by line; beside it what the compiler says, which it says only in total for the
+    temporaries (gradients and activations share one buffer pool)."""
+    source = "compiled" if compiled else "analytic estimate: no AOT for GPUs" if not target.compiles else "refused"
+    table = Table(title=f"bytes per device ({source})")
+    table.add_column("")
+    table.add_column("estimate", justify="right")
+    if compiled:
+        table.add_column("compiled", justify="right")
+    for name, value in estimate.lines():
+        exact = name.startswith(("parameters", "optimizer state"))  # the program's inputs: shardings say
+        table.add_row(escape(name), decimal(value), *([decimal(value) if exact else ""] if compiled else []))
+    if compiled:
+        table.add_row("temporaries (gradients, activations)", decimal(estimate.gradients + estimate.activations),
+                      decimal(compiled.temporaries + compiled.outputs - compiled.aliased + compiled.code))
+        table.add_row("packed batch and scalars (arguments)", "",
+                      decimal(compiled.arguments - estimate.params - estimate.optimizer))
+    table.add_row("peak", decimal(estimate.total), *([decimal(compiled.peak)] if compiled else []))
+    return table
 
 
 def print_decode(config: TrainConfig, cfg: ModelConfig, mesh, rules: ShardingRules, target: Target,
