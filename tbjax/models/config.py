@@ -53,7 +53,10 @@ class RuntimeConfig:
     attention_impl: AttentionImpl = "xla"
     remat: RematPolicy = "none"
     scan_layers: bool = False
-    linear_chunk_size: int = 64  # Gated DeltaNet: tokens solved in parallel per chunk (the recurrence runs across)
+    # Gated DeltaNet: tokens solved in parallel per chunk (a power of two; the recurrence runs across chunks),
+    # and chunks whose parallel part is done at once (None: all; a few keep a CPU's working set in cache)
+    linear_chunk_size: int = 64
+    linear_chunks_per_step: int | None = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +105,9 @@ class ModelConfig:
                 "scan_layers needs identical layers, but this config mixes dense and MoE layers "
                 "(mlp_only_layers / decoder_sparse_step); set runtime.scan_layers=false."
             )
+        chunk = self.runtime.linear_chunk_size
+        if chunk < 1 or chunk & (chunk - 1):
+            raise UnsupportedModelError(f"runtime.linear_chunk_size={chunk} must be a power of two (e.g. 64)")
         if self.runtime.scan_layers and self.linear_layers:
             raise UnsupportedModelError(
                 "scan_layers is not implemented for models with linear_attention layers (layer_types: Qwen3.5 "

@@ -52,6 +52,7 @@ class GatedDeltaNet(nnx.Module):
         nk, nv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
         dk, dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
         self.chunk_size = cfg.runtime.linear_chunk_size
+        self.chunks_per_step = cfg.runtime.linear_chunks_per_step
         self.compute_dtype = cfg.compute_dtype
 
         def proj(heads: int, dim: int | None, axis: str) -> Projection:
@@ -107,7 +108,8 @@ class GatedDeltaNet(nnx.Module):
             out, recurrent = gated_delta_step(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], recurrent)
             out = out[:, None]
         else:
-            out, recurrent = chunked_gated_delta(q, k, v, g, beta, docs, recurrent, self.chunk_size)
+            out, recurrent = chunked_gated_delta(q, k, v, g, beta, docs, recurrent, self.chunk_size,
+                                                 self.chunks_per_step)
         z = self.in_proj_z(x)
         out = self.norm(out.astype(z.dtype), z)
         return self.out_proj(out), LinearState(recurrent, conv_q, conv_k, conv_v)
