@@ -5,10 +5,17 @@ Qwen2/2.5/3 share one 151,643-token BPE plus added tokens from id 151643; Qwen3.
 BPE (and a pre-tokenizer that also keeps combining marks with letters) plus added tokens from id 248044.
 Chat delimiters `<|...|>` are special (dropped by skip_special_tokens); tags such as `<tool_call>` and
 `<think>` are ordinary added tokens, as in Qwen's own tokenizer configs.
+
+    python -m tbjax.assets.qwen_vocab {qwen3,qwen3.5} OUT_DIR
+
+writes the converted tokenizer (tokenizer.json, its config and our chat template, which renders tool calls
+as Hermes JSON or, with `tool_call_format="qwen3_xml"`, in Qwen3.5's XML layout) into a model directory,
+offline.
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Literal
 
@@ -56,3 +63,17 @@ def qwen_tokenizer(family: Family = "qwen3") -> PreTrainedTokenizerFast:
             tokenizer.add_tokens([name])
     tokenizer.eos_token, tokenizer.pad_token = "<|im_end|>", "<|endoftext|>"
     return tokenizer
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write a real Qwen vocabulary as an HF tokenizer directory.")
+    parser.add_argument("family", choices=["qwen3", "qwen3.5"])
+    parser.add_argument("out_dir", type=Path)
+    args = parser.parse_args(argv)
+    tokenizer = qwen_tokenizer(args.family)
+    tokenizer.save_pretrained(args.out_dir)
+    print(f"wrote {args.out_dir / 'tokenizer.json'} ({len(tokenizer)} tokens)")
+
+
+if __name__ == "__main__":
+    main()

