@@ -11,6 +11,7 @@ import resource
 from pathlib import Path
 
 import jax
+from jax.sharding import AbstractMesh, Mesh
 from rich.console import Console
 from rich.filesize import decimal
 from rich.markup import escape
@@ -48,22 +49,12 @@ class Verdict:
 
 
 def plan_and_report(args: argparse.Namespace, target: Target) -> int:
-    if target.kind == "cpu":
-        request_cpu_devices(target.devices)
     try:
-        overrides = list(args.overrides) + ([f"mesh.shape={args.mesh!r}"] if args.mesh else [])
-        config = load_config(args.config, overrides)
-        cfg = for_target(planned_model_config(config), target)
-        spec = parse_mesh_spec(config.mesh.shape, config.mesh.layout)
-        rules = ShardingRules()
-        check_mesh_divides(cfg, spec, rules)  # seconds, before any device or compile
-        if target.compiles and spec.num_devices != target.devices:
-            raise MeshError(f"mesh {spec.describe()} needs {spec.num_devices} devices but {target.text} has "
-                            f"{target.devices}; pass --mesh with sizes multiplying to {target.devices}")
-        mesh = make_mesh(spec, target_devices(target)) if target.compiles else spec.abstract()
+        config, cfg, spec, mesh = prepare(args, target)
     except (ConfigError, MeshError, ShardingError, TargetError, UnsupportedModelError, FileNotFoundError) as error:
         console.print(f"[red]error:[/red] {escape(str(error))}")
         return 2
+    rules = ShardingRules()
     console.rule(f"tbjax.compile: {args.config or 'default config'} on {target.describe()}")
     console.print(f"model: {cfg.model_type}, {cfg.num_params() / 1e9:.3g}B parameters, {cfg.num_layers} layers, "
                   f"hidden {cfg.hidden_size}; {cfg.runtime.param_dtype} parameters, remat {cfg.runtime.remat}, "
@@ -92,6 +83,21 @@ def plan_and_report(args: argparse.Namespace, target: Target) -> int:
         console.print(f"[red]does not fit[/red]: {explain(estimate, cfg, shape, verdict)}")
         return 1
     return 0
+
+
+def prepare(args: argparse.Namespace, target: Target) -> tuple[TrainConfig, ModelConfig, MeshSpec, Mesh | AbstractMesh]:
+    """Config, model and mesh for the target; every config or mesh mistake surfaces here, before a compile."""
+    if target.kind == "cpu":
+        request_cpu_devices(target.devices)
+    overrides = list(args.overrides) + ([f"mesh.shape={args.mesh!r}"] if args.mesh else [])
+    config = load_config(args.config, overrides)
+    cfg = for_target(planned_model_config(config), target)
+    spec = parse_mesh_spec(config.mesh.shape, config.mesh.layout)
+    check_mesh_divides(cfg, spec, ShardingRules())  # seconds, from shapes alone
+    if target.compiles and spec.num_devices != target.devices:
+        raise MeshError(f"mesh {spec.describe()} needs {spec.num_devices} devices but {target.text} has "
+                        f"{target.devices}; pass --mesh with sizes multiplying to {target.devices}")
+    return config, cfg, spec, make_mesh(spec, target_devices(target)) if target.compiles else spec.abstract()
 
 
 def for_target(cfg: ModelConfig, target: Target) -> ModelConfig:
