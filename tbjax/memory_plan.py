@@ -17,6 +17,7 @@ of our update (tbjax.train_step), with counts read from TPU compiles of the 27B 
   which it turns into a dense bias [seq, seq] per row; splash keeps O(seq) state;
 - the vocabulary: the embedding and unembedding tables gathered whole (lookup, chunked log-probs and their
   gradients) and two [tokens, chunk] float32 logit chunks.
+MoE and hybrid (Gated DeltaNet) models are counted as a dense model of the same widths: rougher.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from tbjax.models import ModelConfig
 from tbjax.sharding import ShardingRules
 from tbjax.train_step import TrainState
 
-# Counts of whole tensors alive at the peak of one layer's backward (see the module docstring), fitted to
-# the TPU compiles of the 27B reference layouts; CPU and GPU compilers differ in detail, not in kind.
+# Counts of whole tensors alive at the peak of one layer's backward (see the module docstring), read from the
+# TPU compiles of the 27B reference layouts (within 5% of them); no GPU compile has checked them (no GPU here).
 GATHERED_SEQUENCE_COPIES = 6  # [rows x seq, hidden] in the compute dtype
 MLP_INTERMEDIATE_COPIES = 5  # [rows x seq, mlp / tensor] in the compute dtype
 LAYER_WEIGHT_COPIES = 2  # one layer's weights, gathered, in the compute dtype
