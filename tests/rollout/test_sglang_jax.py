@@ -2,9 +2,9 @@
 CPU, run from its own Python 3.12 venv (scripts/sglang_jax_venv.py, built on first use and cached outside
 the repository; the module skips, saying why, where it cannot be built). Two servers on 127.0.0.1 serve our
 tiny Qwen3 (head_dim 128, which sglang-jax's attention needs), exported by `tbjax.export` with a
-transformers-4 config.json; our JaxEngine serves the same directory in process as the reference, in its
-deterministic mode so that the reference does not depend on what else it batched. How the two are
-compared, and why the tolerances: tests/rollout/sglang_jax_support.py.
+transformers-4 config.json; one JaxEngine serves the same weights in process as the reference for the whole
+module (its compiled programs are reused), in its deterministic mode so that the reference does not depend
+on what else it batched. How the two are compared, and why the tolerances: sglang_jax_support.py.
 
 The tests run in file order and the last two change the servers: new weights by restart, then kills.
 """
@@ -83,14 +83,18 @@ def interpreter(model_dir):
     return Interpreter.from_pretrained(model_dir)
 
 
-def on_jax_engine(model_dir, scenario):
-    """Runs `scenario(engine)` on a JaxEngine serving `model_dir`, the reference side."""
+@pytest.fixture(scope="module")
+def reference(model_dir):
+    """The JaxEngine the servers are compared with; it follows the servers' weight refreshes."""
+    engine = JaxEngine(from_pretrained(model_dir), slots=4, max_len=MAX_LEN, deterministic=True)
+    yield engine
+    asyncio.run(engine.close())
+
+
+def on_jax_engine(engine, scenario):
+    """Runs `scenario(engine)` on the reference JaxEngine."""
     async def main():
-        engine = JaxEngine(from_pretrained(model_dir), slots=4, max_len=MAX_LEN, deterministic=True)
-        try:
-            return await scenario(engine)
-        finally:
-            await engine.close()
+        return await scenario(engine)
     return asyncio.run(main())
 
 
@@ -122,9 +126,9 @@ def generations_agree(model, prompt, ours: Generation, theirs: Generation) -> bo
     return agree
 
 
-def test_greedy_episodes_equal_the_jax_engine_over_two_servers(servers, model_dir, interpreter):
+def test_greedy_episodes_equal_the_jax_engine_over_two_servers(servers, reference, model_dir, interpreter):
     tasks = telecom_tasks(TASKS)
-    reference = on_jax_engine(model_dir, episodes(interpreter, tasks))
+    expected = on_jax_engine(reference, episodes(interpreter, tasks))
 
     async def recorded(engine):
         recording = Recording(engine)
@@ -136,7 +140,7 @@ def test_greedy_episodes_equal_the_jax_engine_over_two_servers(servers, model_di
     print(f"\n{TASKS} greedy episodes ({len(calls)} requests) on two sglang-jax servers: {seconds:.1f} s")
 
     model = from_pretrained(model_dir)
-    for ours, theirs in zip(reference, results, strict=True):
+    for ours, theirs in zip(expected, results, strict=True):
         a, b = ours.trajectory, theirs.trajectory
         assert b.system_error is None and b.turns == GREEDY.max_turns
         check_trajectory(b, model, interpreter)  # the trainer recomputes sglang-jax's behaviour log-probs
@@ -150,7 +154,7 @@ def test_greedy_episodes_equal_the_jax_engine_over_two_servers(servers, model_di
             assert after.cached_tokens >= before.prompt_tokens + len(before.output_ids) - 1
 
 
-def test_stop_tokens_and_finish_reasons_agree(servers, model_dir):
+def test_stop_tokens_and_finish_reasons_agree(servers, reference, model_dir):
     prompts = [[11, 12, 13, 14, 15], list(range(200, 460)), [7, 7, 7]]
 
     async def continuations(engine, stops=None):
@@ -160,9 +164,9 @@ def test_stop_tokens_and_finish_reasons_agree(servers, model_dir):
             out.append(await engine.generate(prompt, SamplingParams(max_new_tokens=12, temperature=0.0,
                                                                     stop_token_ids=stop)))
         return out
-    free = on_jax_engine(model_dir, continuations)
+    free = on_jax_engine(reference, continuations)
     stops = [g.output_ids[5] for g in free]  # a token each prompt's greedy continuation reaches
-    ours = on_jax_engine(model_dir, lambda e: continuations(e, stops))
+    ours = on_jax_engine(reference, lambda e: continuations(e, stops))
 
     async def timed(engine):
         start = time.perf_counter()
@@ -181,7 +185,7 @@ def test_stop_tokens_and_finish_reasons_agree(servers, model_dir):
     assert missing == 0  # sglang-jax sends the stop token's log-prob even when it trims the token
 
 
-def test_weight_refresh_restarts_sglang_jax_on_the_new_weights(servers, model_dir, tmp_path):
+def test_weight_refresh_restarts_sglang_jax_on_the_new_weights(servers, reference, model_dir, tmp_path):
     trained = from_pretrained(model_dir)
     trained.lm_head[...] = trained.lm_head[...] * 1.25  # stands in for an updated policy
     v1 = str(publish_weights(trained, tmp_path, 1, transformers4_config=True))
@@ -197,18 +201,19 @@ def test_weight_refresh_restarts_sglang_jax_on_the_new_weights(servers, model_di
         return seconds, engine.refresh_by_restart, await engine.generate(prompt, sampling, session_id="a")
     seconds, by_restart, theirs = on_sglang_jax(servers.urls, refresh, restart_servers=servers.restart_on)
     print(f"\nweight refresh by restarting two sglang-jax servers: {seconds:.1f} s")
-    before = on_jax_engine(model_dir, lambda e: e.generate(prompt, sampling))
-    ours = on_jax_engine(v1, lambda e: e.generate(prompt, sampling))
+    before = on_jax_engine(reference, lambda e: e.generate(prompt, sampling))
+    on_jax_engine(reference, lambda e: e.update_weights(v1, "1"))
+    ours = on_jax_engine(reference, lambda e: e.generate(prompt, sampling))
 
     assert by_restart and theirs.weight_version == "1" and servers.config.model_path == v1
     generations_agree(trained, prompt, ours, theirs)
     assert not np.allclose(before.logprobs, theirs.logprobs, atol=1e-3)  # the old weights are gone
 
 
-def test_killed_server_fails_over_then_all_dead_is_a_system_error(servers, interpreter):
+def test_killed_server_fails_over_then_all_dead_is_a_system_error(servers, reference, interpreter):
     sampling = SamplingParams(max_new_tokens=200, temperature=0.0)  # long enough to be in flight at the kill
     prompts = [[20 + k, 21, 22] for k in range(4)]
-    survivors = on_jax_engine(servers.config.model_path, lambda e: asyncio.gather(
+    survivors = on_jax_engine(reference, lambda e: asyncio.gather(
         *(e.generate(p, sampling) for p in prompts)))
 
     async def batch(engine):
