@@ -1,4 +1,5 @@
-"""Flax NNX Qwen models (Qwen2/2.5, Qwen3, Qwen3-MoE) and their Hugging Face import/export.
+"""Flax NNX Qwen models (Qwen2/2.5, Qwen3, Qwen3-MoE, Qwen3.5/3.6 hybrids) and their Hugging Face
+import/export.
 
 Public API (stable): `from_pretrained(path, *, dtype="float32", mesh=None)` and
 `save_pretrained(model, out_dir)`.

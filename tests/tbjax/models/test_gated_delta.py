@@ -1,6 +1,8 @@
 """Gated DeltaNet's pieces against independent references: the chunked rule against transformers' torch
-recurrence and our per-token scan (documents, carried state, any chunk size), the short conv against
-numpy, and both kept finite and close in bfloat16 under decays strong enough to underflow."""
+recurrence and our per-token scan (documents, carried state, chunk sizes and grouping), the short conv
+against numpy, and both kept finite and close in bfloat16 under decays strong enough to underflow."""
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +15,9 @@ from tbjax.models.gated_delta import chunked_gated_delta, document_index, gated_
 from tbjax.models.short_conv import causal_conv
 
 B, T, H, DK, DV = 2, 150, 3, 8, 12
+chunked = jax.jit(chunked_gated_delta, static_argnames=("chunk_size", "chunks_per_step"))
+scan = jax.jit(gated_delta_scan)
+conv = jax.jit(causal_conv)
 
 
 def rule_inputs(seed: int = 0, decay_scale: float = 0.5) -> tuple[np.ndarray, ...]:
@@ -27,6 +32,7 @@ def rule_inputs(seed: int = 0, decay_scale: float = 0.5) -> tuple[np.ndarray, ..
     return q, k, v, g, beta
 
 
+@functools.cache
 def packed_docs() -> jax.Array:
     """Row 0: three documents (boundaries inside chunks and on none of them); row 1: 7 tokens of left padding."""
     segments = np.ones((B, T), np.int32)
@@ -35,53 +41,56 @@ def packed_docs() -> jax.Array:
     return document_index(jnp.asarray(segments))
 
 
+ZERO_STATE = jnp.zeros((B, H, DK, DV), jnp.float32)
+
+
 def test_document_index_counts_segment_changes():
     np.testing.assert_array_equal(document_index(jnp.asarray([[0, 0, 1, 1, 2, 0], [3, 3, 3, 3, 3, 3]])),
                                   [[0, 0, 1, 1, 2, 3], [0, 0, 0, 0, 0, 0]])
 
 
-@pytest.mark.parametrize("chunk_size", [16, 64])
-def test_chunked_rule_equals_transformers_recurrence(chunk_size):
+def test_chunked_rule_equals_transformers_recurrence():
     q, k, v, g, beta = rule_inputs()
     # transformers normalises q and k itself (idempotent on unit vectors) and scales q by dk^-1/2
     expected, expected_state = torch_recurrent_gated_delta_rule(
         *(torch.tensor(x) for x in (q * DK**0.5, k, v, g, beta)), output_final_state=True,
         use_qk_l2norm_in_kernel=True)
-    out, state = chunked_gated_delta(q, k, v, g, beta, jnp.zeros((B, T), jnp.int32), chunk_size=chunk_size)
+    one_doc = jnp.zeros((B, T), jnp.int32)
+    out, state = chunked(q, k, v, g, beta, one_doc, ZERO_STATE, chunk_size=64, chunks_per_step=None)
     np.testing.assert_allclose(out, expected.numpy(), atol=2e-6)
     np.testing.assert_allclose(state, expected_state.numpy(), atol=2e-6)
 
 
-@pytest.mark.parametrize("chunk_size,chunks_per_step", [(16, 4), (16, 1), (64, None)])
+@pytest.mark.parametrize("chunk_size,chunks_per_step", [(16, 4), (64, None)])
 def test_chunked_rule_equals_the_scan_across_documents_and_carried_state(chunk_size, chunks_per_step):
     """(16, 4): 10 chunks in steps of 4, so the last step is padded with empty chunks."""
     q, k, v, g, beta = rule_inputs(1)
     docs = packed_docs()
     carried = jnp.asarray(np.random.default_rng(2).normal(size=(B, H, DK, DV)), jnp.float32)
-    out, state = chunked_gated_delta(q, k, v, g, beta, docs, carried, chunk_size, chunks_per_step)
-    ref_out, ref_state = gated_delta_scan(q, k, v, g, beta, docs, carried)
+    out, state = chunked(q, k, v, g, beta, docs, carried, chunk_size=chunk_size, chunks_per_step=chunks_per_step)
+    ref_out, ref_state = scan(q, k, v, g, beta, docs, carried)
     np.testing.assert_allclose(out, ref_out, atol=2e-6)
     np.testing.assert_allclose(state, ref_state, atol=2e-6)
-    # a document in the middle sees nothing of its neighbours nor of the carried state
-    alone, _ = gated_delta_scan(*(x[:1, 40:100] for x in (q, k, v, g, beta)), jnp.zeros((1, 60), jnp.int32))
+    # the middle document of row 0 sees nothing of its neighbours nor of the carried state
+    alone, _ = scan(*(x[:1, 40:100] for x in (q, k, v, g, beta)), jnp.zeros((1, 60), jnp.int32), ZERO_STATE[:1])
     np.testing.assert_allclose(out[:1, 40:100], alone, atol=2e-6)
 
 
 def test_strong_decay_stays_finite_and_bfloat16_stays_close():
     """Decays of exp(-40) per token underflow to 0 in float32: the chunked form must neither overflow nor
-    produce NaN (values or gradients), and bfloat16 inputs must give float32's result to bf16 precision."""
+    produce NaN (values or gradients), and bfloat16 inputs must be computed in float32 all the same."""
     q, k, v, g, beta = rule_inputs(3, decay_scale=40.0)
     docs = packed_docs()
-    out, state = chunked_gated_delta(q, k, v, g, beta, docs, chunk_size=64)
-    ref, _ = gated_delta_scan(q, k, v, g, beta, docs)
+    out, state = chunked(q, k, v, g, beta, docs, ZERO_STATE, chunk_size=64, chunks_per_step=None)
+    ref, _ = scan(q, k, v, g, beta, docs, ZERO_STATE)
     np.testing.assert_allclose(out, ref, atol=2e-6)
-    grads = jax.grad(lambda g_: jnp.sum(chunked_gated_delta(q, k, v, g_, beta, docs, chunk_size=64)[0] ** 2))(g)
-    assert np.isfinite(np.asarray(grads)).all() and np.isfinite(np.asarray(state)).all()
+    loss = jax.jit(lambda g_: jnp.sum(chunked_gated_delta(q, k, v, g_, beta, docs, chunk_size=64)[0] ** 2))
+    assert np.isfinite(np.asarray(jax.grad(loss)(g))).all() and np.isfinite(np.asarray(state)).all()
 
-    q, k, v, g, beta = rule_inputs(4)
-    bf16 = [jnp.asarray(x, jnp.bfloat16) for x in (q, k, v, g, beta)]
-    out_bf16, state_bf16 = chunked_gated_delta(*bf16, docs, chunk_size=64)
-    reference, _ = chunked_gated_delta(*(x.astype(jnp.float32) for x in bf16), docs, chunk_size=64)
+    bf16 = [jnp.asarray(x, jnp.bfloat16) for x in rule_inputs(4)]
+    out_bf16, state_bf16 = chunked(*bf16, docs, ZERO_STATE, chunk_size=64, chunks_per_step=None)
+    reference, _ = chunked(*(x.astype(jnp.float32) for x in bf16), docs, ZERO_STATE, chunk_size=64,
+                           chunks_per_step=None)
     assert out_bf16.dtype == jnp.float32 and state_bf16.dtype == jnp.float32
     # float32 arithmetic inside: only fusion order differs (bfloat16 arithmetic would be off by ~1e-2)
     np.testing.assert_allclose(out_bf16, reference, atol=1e-4)
@@ -99,16 +108,16 @@ def test_short_conv_per_document_and_with_a_decode_state():
     x = rng.normal(size=(1, 30, 2, 3)).astype(np.float32)
     weight = rng.normal(size=(4, 2, 3)).astype(np.float32)
     docs = document_index(jnp.asarray([[1] * 12 + [2] * 2 + [3] * 16]))
-    y, _ = causal_conv(jnp.asarray(x), jnp.asarray(weight), docs)
+    y, _ = conv(jnp.asarray(x), jnp.asarray(weight), docs)
     for start, stop in ((0, 12), (12, 14), (14, 30)):
         np.testing.assert_allclose(y[:, start:stop], numpy_conv(x[:, start:stop], weight), atol=1e-6)
     # the state after a prefix (taken at the last real token, bucket padding after it) continues exactly
     one_doc = jnp.zeros((1, 30), jnp.int32)
-    whole, _ = causal_conv(jnp.asarray(x), jnp.asarray(weight), one_doc)
+    whole, _ = conv(jnp.asarray(x), jnp.asarray(weight), one_doc)
     padded_prefix = np.concatenate([x[:, :9], np.full_like(x[:, :7], 99.0)], axis=1)
-    _, state = causal_conv(jnp.asarray(padded_prefix), jnp.asarray(weight), one_doc[:, :16], ends=jnp.asarray([8]))
-    rest, _ = causal_conv(jnp.asarray(x[:, 9:]), jnp.asarray(weight), one_doc[:, 9:], state)
+    _, state = conv(jnp.asarray(padded_prefix), jnp.asarray(weight), one_doc[:, :16], ends=jnp.asarray([8]))
+    rest, _ = conv(jnp.asarray(x[:, 9:]), jnp.asarray(weight), one_doc[:, 9:], state)
     np.testing.assert_allclose(rest, whole[:, 9:], atol=1e-6)
     # no real token (an idle decode row): the state stays as it was
-    _, kept = causal_conv(jnp.asarray(x[:, :1]), jnp.asarray(weight), one_doc[:, :1], state, jnp.asarray([-1]))
+    _, kept = conv(jnp.asarray(x[:, :1]), jnp.asarray(weight), one_doc[:, :1], state, jnp.asarray([-1]))
     np.testing.assert_array_equal(kept, state)

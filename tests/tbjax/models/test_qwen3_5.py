@@ -12,28 +12,21 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from flax import nnx
 from safetensors import safe_open
 
 from tbjax.models import RuntimeConfig, UnsupportedModelError, from_pretrained, save_pretrained
 from tbjax.models.decoding import KVCache, forward_cached
-from tests.tbjax.models.test_parity import torch_logits
+from tests.tbjax.models.test_parity import forward, torch_logits
 
-HYBRIDS = ["qwen3_5", "qwen3_5-vl"]
-CHUNK = 16  # small chunks: 150 tokens cross 9 chunk boundaries
-
-
-@nnx.jit
-def forward(model, ids, positions=None, segments=None):
-    """Compiled once per architecture: far cheaper than eager dispatch of every op."""
-    return model(ids, positions, segments)
+CHUNK = 16  # small chunks: many chunk boundaries in a short sequence
+LENGTH = 200
 
 
-@pytest.mark.parametrize("arch,chunk", [("qwen3_5", 64), ("qwen3_5-vl", CHUNK)])
-def test_logits_match_transformers_over_several_chunks(tiny_dir, arch, chunk):
-    """150 tokens: 3 chunks of the checkpoint's own 64, or 10 small ones."""
+@pytest.mark.parametrize("arch,chunk,shape", [("qwen3_5", 64, (2, 150)), ("qwen3_5-vl", CHUNK, (1, LENGTH))])
+def test_logits_match_transformers_over_several_chunks(tiny_dir, arch, chunk, shape):
+    """150 tokens: 3 chunks of the checkpoint's own 64; 200 tokens: 13 small ones (the decoding test's forward)."""
     path = tiny_dir(arch)
-    ids = np.random.default_rng(0).integers(0, 518, size=(2, 150))
+    ids = np.random.default_rng(1).integers(0, 518, size=shape)
     model = from_pretrained(path, runtime=RuntimeConfig(linear_chunk_size=chunk))
     got = np.asarray(forward(model, jnp.asarray(ids, jnp.int32)))
     np.testing.assert_allclose(got, torch_logits(path, ids), atol=2e-4, rtol=0)
@@ -43,7 +36,7 @@ def test_decoding_token_by_token_equals_the_chunked_forward(tiny_dir):
     """200 tokens: a 37-token prefill in a 64-token bucket, then one token per step beside an idle slot
     whose state must not move, against one chunked forward of the whole sequence."""
     model = from_pretrained(tiny_dir("qwen3_5-vl"), runtime=RuntimeConfig(linear_chunk_size=CHUNK))
-    length, prefill, max_len = 200, 37, 256
+    length, prefill, max_len = LENGTH, 37, 256
     ids = np.random.default_rng(1).integers(0, 518, size=(1, length)).astype(np.int32)
     full = np.asarray(forward(model, jnp.asarray(ids)))[0]
     step = jax.jit(lambda cache, *args: forward_cached(model, cache, *args[:4], max_len, args[4]))
@@ -64,23 +57,23 @@ def test_decoding_token_by_token_equals_the_chunked_forward(tiny_dir):
 
 
 def test_packed_batch_equals_separate_sequences(tiny_dir):
-    """Three documents packed in one row behind left padding give each document's logits as a batch of the
-    documents alone (right-padded, which causality keeps from the real tokens)."""
+    """Three documents packed in row 0 behind left padding give each document's logits as rows 1-3, the
+    documents alone (right-padded, which causality keeps from the real tokens), in the same forward."""
     model = from_pretrained(tiny_dir("qwen3_5"), runtime=RuntimeConfig(linear_chunk_size=CHUNK))
     rng = np.random.default_rng(2)
     docs = [rng.integers(3, 518, size=n) for n in (21, 3, 40)]
     pad = 8
-    ids = np.concatenate([np.zeros(pad, np.int64), *docs])[None]
-    segments = np.concatenate([np.zeros(pad)] + [np.full(len(d), i + 1) for i, d in enumerate(docs)])[None]
-    positions = np.concatenate([np.arange(pad)] + [np.arange(len(d)) for d in docs])[None]
-    packed = np.asarray(forward(model, *(jnp.asarray(a, jnp.int32) for a in (ids, positions, segments))))
-    separate = np.zeros((len(docs), 40), np.int32)
-    for row, doc in enumerate(docs):
-        separate[row, :len(doc)] = doc
-    alone = np.asarray(forward(model, jnp.asarray(separate)))
+    width = pad + sum(len(d) for d in docs)
+    ids, positions, segments = (np.zeros((1 + len(docs), width), np.int32) for _ in range(3))
+    ids[0] = np.concatenate([np.zeros(pad), *docs])
+    segments[0] = np.concatenate([np.zeros(pad)] + [np.full(len(d), i + 1) for i, d in enumerate(docs)])
+    positions[0] = np.concatenate([np.arange(pad)] + [np.arange(len(d)) for d in docs])
+    for row, doc in enumerate(docs, start=1):
+        ids[row, :len(doc)], segments[row], positions[row] = doc, 1, np.arange(width)
+    got = np.asarray(forward(model, *(jnp.asarray(a) for a in (ids, positions, segments))))
     start = pad
-    for row, doc in enumerate(docs):
-        np.testing.assert_allclose(packed[0, start:start + len(doc)], alone[row, :len(doc)], atol=1e-4, rtol=0)
+    for row, doc in enumerate(docs, start=1):
+        np.testing.assert_allclose(got[0, start:start + len(doc)], got[row, :len(doc)], atol=1e-4, rtol=0)
         start += len(doc)
 
 

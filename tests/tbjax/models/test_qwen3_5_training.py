@@ -25,22 +25,21 @@ def sharded_logits(model, ids: np.ndarray, mesh) -> np.ndarray:
     return np.asarray(jax.jit(lambda i: model(i))(global_ids))
 
 
-@pytest.mark.parametrize("spec", ["3x8", "1x2x2"])
-def test_sharded_forward_equals_single_device(tiny_dir, spec):
+def test_sharded_forward_equals_single_device(tiny_dir):
     """3x8: data x fsdp, hidden dims over the 8; 1x2x2: Gated DeltaNet's key and value heads over `tensor`."""
     path = tiny_dir("qwen3_5")
-    mesh = make_mesh(parse_mesh_spec(spec), jax.devices()[:parse_mesh_spec(spec).num_devices])
     ids = np.random.default_rng(0).integers(0, 518, size=(24, 40))
     single = from_pretrained(path, runtime=RUNTIME)
     reference = np.asarray(jax.jit(lambda i: single(i))(jnp.asarray(ids, jnp.int32)))
-    model = from_pretrained(path, mesh=mesh, runtime=RUNTIME)
-    linear = model.layers[0].linear_attn
-    tensor = "tensor" if spec == "1x2x2" else None
-    assert linear.in_proj_v.kernel.sharding.spec == P("fsdp", tensor, None)
-    assert linear.out_proj.kernel.sharding.spec == P(tensor, None, "fsdp")
-    assert linear.conv_k.sharding.spec == P(None, tensor, None)
-    assert linear.A_log.sharding.spec == P(tensor)
-    np.testing.assert_allclose(sharded_logits(model, ids, mesh), reference, atol=1e-4, rtol=0)
+    for spec, tensor in (("3x8", None), ("1x2x2", "tensor")):
+        mesh = make_mesh(parse_mesh_spec(spec), jax.devices()[:parse_mesh_spec(spec).num_devices])
+        model = from_pretrained(path, mesh=mesh, runtime=RUNTIME)
+        linear = model.layers[0].linear_attn
+        assert linear.in_proj_v.kernel.sharding.spec == P("fsdp", tensor, None)
+        assert linear.out_proj.kernel.sharding.spec == P(tensor, None, "fsdp")
+        assert linear.conv_k.sharding.spec == P(None, tensor, None)
+        assert linear.A_log.sharding.spec == P(tensor)
+        np.testing.assert_allclose(sharded_logits(model, ids, mesh), reference, atol=1e-4, rtol=0)
 
 
 def test_heads_that_do_not_divide_the_tensor_axis_are_an_error(tiny_dir):
@@ -50,37 +49,32 @@ def test_heads_that_do_not_divide_the_tensor_axis_are_an_error(tiny_dir):
 
 
 def test_grpo_gradient_is_finite_and_matches_finite_differences(tiny_dir):
-    """The trainer's gradient (packed episodes, segment ids, vocabulary-chunked log-probs) against central
-    differences of the clipped-ratio loss along a random unit direction in a dozen Gated DeltaNet and
-    attention parameters; remat changes nothing."""
+    """The trainer's gradient (packed episodes, segment ids, vocabulary-chunked log-probs, full remat) against
+    central differences of the clipped-ratio loss along a random unit direction in a dozen Gated DeltaNet
+    and attention parameters."""
     config = LossConfig()
-    batch = batch_from_groups(synthetic_groups(groups=2, size=3), config, row_len=128, micro_rows=1)
-    arrays = {k: jnp.asarray(v) for k, v in batch.arrays.items()}
+    batch = batch_from_groups(synthetic_groups(groups=2, size=3), config, row_len=128, micro_rows=4)
+    assert batch.shape[0] == 1  # one micro-batch: the loss below is the batch's
+    arrays = {k: jnp.asarray(v[0]) for k, v in batch.arrays.items()}
     denominator = jnp.float32(batch.denominator)
-    grads = {}
-    for remat in ("none", "full"):
-        model = from_pretrained(tiny_dir("qwen3_5"), runtime=RuntimeConfig(linear_chunk_size=16, remat=remat))
-        trainer = GRPOTrainer(model, config, logprob_chunk=1024)
-        params = trainer.init_state(model).params
-        grads[remat], _ = trainer.gradients(params, arrays, denominator)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), grads["none"], grads["full"])
-    assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads["none"]))
+    model = from_pretrained(tiny_dir("qwen3_5"), runtime=RuntimeConfig(linear_chunk_size=16, remat="full"))
+    trainer = GRPOTrainer(model, config, logprob_chunk=1024)
+    params = trainer.init_state(model).params
+    grads, _ = trainer.gradients(params, {k: v[None] for k, v in arrays.items()}, denominator)
+    assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))
 
+    @jax.jit
     def loss(params, old):
-        """The batch loss with the ratio's denominator `old` held fixed (None: at these parameters)."""
+        """(The batch loss with the ratio's denominator `old` held fixed, the log-probs at `params`)."""
         model = trainer.model_for(params)
         table = (model.embed_tokens if model.lm_head is None else model.lm_head)[...]
-        total, logprobs = 0.0, []
-        for micro in range(arrays["tokens"].shape[0]):
-            hidden = model.hidden_states(*(arrays[k][micro] for k in ("tokens", "positions", "segments")))
-            lp, _ = chunked_logprobs(hidden, table, arrays["targets"][micro], 1.0, 1024)
-            terms = policy_loss_terms(lp, lp if old is None else old[micro], *(arrays[k][micro] for k in (
-                "behaviour_logprobs", "advantages", "mask", "weights")), config)
-            total, logprobs = total + terms["loss"], logprobs + [lp]
-        return total / denominator, logprobs
+        hidden = model.hidden_states(arrays["tokens"], arrays["positions"], arrays["segments"])
+        logprobs, _ = chunked_logprobs(hidden, table, arrays["targets"], 1.0, 1024)
+        terms = policy_loss_terms(logprobs, old, *(arrays[k] for k in (
+            "behaviour_logprobs", "advantages", "mask", "weights")), config)
+        return terms["loss"] / denominator, logprobs
 
-    loss = jax.jit(loss)
-    _, old = loss(params, None)
+    _, old = loss(params, jnp.zeros(arrays["targets"].shape))
     # the rule's decay and write gates, the value conv, projections and output norm of a Gated DeltaNet layer,
     # and the gated query projection of the attention layer (q/k enter through the L2 norm of small vectors,
     # too curved for float32 differences)
@@ -92,7 +86,7 @@ def test_grpo_gradient_is_finite_and_matches_finite_differences(tiny_dir):
     direction = {path: rng.normal(size=_at(params, path).shape) for path in chosen}
     norm = np.sqrt(sum(np.sum(d * d) for d in direction.values()))
     direction = {path: jnp.asarray(d / norm, jnp.float32) for path, d in direction.items()}  # unit length
-    analytic = sum(float(jnp.vdot(_at(grads["none"], path), d)) for path, d in direction.items())
+    analytic = sum(float(jnp.vdot(_at(grads, path), d)) for path, d in direction.items())
     step = 3e-3
 
     def moved(sign: float):
