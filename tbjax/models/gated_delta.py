@@ -13,8 +13,9 @@ Per value head, a state S [key_dim, value_dim] is decayed, corrected towards the
 Every form takes `docs` [batch, seq] int32, a non-decreasing document counter (`document_index` turns
 packed segment ids into one): the state never crosses a change of document. A carried `initial_state`
 belongs to the document of the first token. All state arithmetic is float32 whatever the inputs' dtype:
-the state sums many small corrections, and the within-chunk decays exp(cumulative g) are formed as
-differences inside one document, so they never overflow or lose the small terms.
+the state sums many small corrections. Within a chunk, the decay between two tokens is exp of the sum of
+the log decays between them, inside one document (masked to -inf elsewhere before the exp), so it never
+overflows nor loses the small terms to a difference of two long cumulative sums.
 """
 
 from __future__ import annotations

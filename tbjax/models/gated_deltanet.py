@@ -87,7 +87,7 @@ class GatedDeltaNet(nnx.Module):
         [batch] last real token per row (None: all real; tokens after it leave the state untouched) ->
         (output [batch, seq, embed], state after each row's last real token). One token with a state runs
         the recurrent step; anything else the chunked form."""
-        b, t = x.shape[:2]
+        t = x.shape[1]
         conv_in = (None, None, None) if state is None else (state.conv_q, state.conv_k, state.conv_v)
         convolved = [causal_conv(proj(x), weight[...], docs, s, ends) for proj, weight, s in zip(
             (self.in_proj_q, self.in_proj_k, self.in_proj_v), (self.conv_q, self.conv_k, self.conv_v), conv_in,
