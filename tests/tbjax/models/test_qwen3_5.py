@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from flax import nnx
 from safetensors import safe_open
 
 from tbjax.models import RuntimeConfig, UnsupportedModelError, from_pretrained, save_pretrained
@@ -92,13 +93,14 @@ def test_bfloat16_compute_is_as_close_to_float32_as_transformers_is(tiny_dir):
 
 
 def test_multimodal_checkpoint_loads_its_text_model_and_round_trips(tiny_dir, tmp_path, caplog):
-    """The vision encoder is named in the log and skipped; save -> load -> save reproduces every tensor
-    (the vision encoder copied through) byte for byte."""
+    """The vision encoder is named in the log and skipped (and the parameter count from config.json is the
+    model's); save -> load -> save reproduces every tensor (the vision encoder copied through) byte for byte."""
     source = tiny_dir("qwen3_5-vl")
     with caplog.at_level(logging.INFO, logger="tbjax.models.hf_import"):
         model = from_pretrained(source)
     assert "ignoring the vision encoder: 21 tensors under model.visual." in caplog.text
     assert model.config.tie_word_embeddings and model.config.layer_types[1] == "full_attention"
+    assert model.config.num_params() == sum(p.size for p in jax.tree.leaves(nnx.state(model, nnx.Param)))
     first = save_pretrained(model, tmp_path / "first")
     second = save_pretrained(from_pretrained(first), tmp_path / "second")
     assert json.loads((second / "config.json").read_text())["text_config"]["model_type"] == "qwen3_5_text"
