@@ -89,6 +89,9 @@ class EvaluateSection(Section):
     with the same sampling seeds (a paired comparison)."""
 
     tasks: int = 0  # 0: no evaluation stage
+    # templates: tasks of the heldout split (templates, tools and requests never trained on); instances:
+    # train-split tasks kept out of warm start, selection and GRPO (new customers, ids and values)
+    heldout: Literal["templates", "instances"] = "templates"
     k: int = 8
     seed: int = 0
     concurrency: int = 16

@@ -74,21 +74,40 @@ class StageClock:
         atomic_write(self.path, json.dumps(self.seconds, indent=2))
 
 
-def sample_tasks(split: str, count: int, seed: int, domains: list[str] | None) -> list[Task]:
-    """`count` tasks of `split`, drawn with `seed`, spread evenly over domains (round robin), in id order."""
-    pool = [t for t in load_tasks(split=split) if (domains is None or t.domain in domains)
+def task_pool(split: str, domains: list[str] | None) -> list[Task]:
+    """The built-in tasks of `split` in `domains` (None: all), ThinkingBox's benchmark left out."""
+    return [t for t in load_tasks(split=split) if (domains is None or t.domain in domains)
             and not is_benchmark_task(t.id)]
+
+
+def sample_tasks(pool: list[Task], count: int, seed: int) -> list[Task]:
+    """`count` tasks of `pool`, drawn with `seed`, spread evenly over templates (round robin over each
+    domain's templates), in id order."""
     rng = np.random.default_rng(seed)
-    by_domain: dict[str, list[Task]] = {}
+    by_template: dict[tuple[str, str], list[Task]] = {}
     for task in pool:
-        by_domain.setdefault(task.domain, []).append(task)
-    queues = {d: [ts[i] for i in rng.permutation(len(ts))] for d, ts in sorted(by_domain.items())}
+        by_template.setdefault((task.domain, task.template), []).append(task)
+    queues = [[ts[i] for i in rng.permutation(len(ts))] for _, ts in sorted(by_template.items())]
     chosen: list[Task] = []
     while len(chosen) < min(count, len(pool)):
-        for queue in queues.values():
+        for queue in queues:
             if queue and len(chosen) < count:
                 chosen.append(queue.pop())
     return sorted(chosen, key=lambda t: t.id)
+
+
+def split_heldout(config: TrainConfig) -> tuple[list[Task], list[Task]]:
+    """(tasks to train on, held-out tasks to evaluate on). `evaluate.heldout: templates` holds out the
+    heldout split (templates never trained on: new tools, new requests); `instances` holds out
+    `evaluate.tasks` train-split tasks (new customers, ids and values of the trained templates), which then
+    appear in no demonstration, selection or GRPO batch."""
+    domains, e = config.tasks.domains, config.evaluate
+    train = task_pool("train", domains)
+    if e.heldout == "templates":
+        return train, sample_tasks(task_pool("heldout", domains), e.tasks, e.seed)
+    heldout = sample_tasks(train, e.tasks, e.seed)
+    held = {t.id for t in heldout}
+    return [t for t in train if t.id not in held], heldout
 
 
 def load_policy(path: Path, config: TrainConfig) -> Qwen:
@@ -156,11 +175,10 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
     with stage("assets"):
         model_dir = resolve_model_dir(config.model.path, root)
         interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
+    train_pool, heldout = split_heldout(config)
     with stage("warm start"):
         base_dir = model_dir
         if config.warm_start.steps:
-            train_pool = [t for t in load_tasks(split="train") if config.tasks.domains is None
-                          or t.domain in config.tasks.domains]
             demos = load_or_record_demos(root / "warm_start" / "demos.jsonl", train_pool, interpreter,
                                          session_opener(config), config.episode)
             base_dir = warm_start(load_policy(model_dir, config), model_dir, demos, config.warm_start,
@@ -172,7 +190,7 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
         selected = config.tasks.selected
         if config.select.candidates:
             s = config.select
-            candidates = sample_tasks("train", s.candidates, s.seed, config.tasks.domains)
+            candidates = sample_tasks(train_pool, s.candidates, s.seed)
             base.run(candidates, s.trials, s.seed, root / "select")
             manifest = run_selection(root / "select" / "trials.jsonl", root / "select", SelectionConfig(
                 keep=tuple(s.keep), min_clean_runs=s.min_clean_runs))
@@ -183,7 +201,6 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
                               "will skip its steps. Train on all candidates to show it; to fix, change "
                               "warm_start.steps or select.keep[/yellow]")
                 selected = _write_ids(root / "select" / "candidates.yaml", [t.id for t in candidates])
-    heldout = sample_tasks("heldout", config.evaluate.tasks, config.evaluate.seed, config.tasks.domains)
     with stage("evaluate base"):
         if heldout:
             base.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "base")
@@ -209,6 +226,6 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
         result = write_comparison(root / "eval" / "base" / "trials.jsonl", root / "eval" / "trained" / "trials.jsonl",
                                   root / "compare", names=("base", "trained"),
                                   resamples=config.evaluate.bootstrap_resamples, seed=config.evaluate.seed)
-    console.print(results_table(result, clock.seconds))
+    console.print(results_table(result, clock.seconds, config.evaluate.heldout))
     atomic_write(root / "results.md", results_markdown(result, clock.seconds, config))
     return result

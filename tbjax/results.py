@@ -61,9 +61,13 @@ def _tokens(summary: dict[str, Any]) -> str:
     return f"{tokens.get('prompt_tokens', 0):,} in / {tokens.get('completion_tokens', 0):,} out"
 
 
-def results_table(result: dict[str, Any], seconds: dict[str, float]) -> Table:
+HELDOUT_KINDS = {"templates": "held-out templates (requests and tools never trained on)",
+                 "instances": "held-out instances of the trained templates (new customers, ids and values)"}
+
+
+def results_table(result: dict[str, Any], seconds: dict[str, float], heldout: str) -> Table:
     a = result["a"]
-    table = Table(title=f"held-out: {a['tasks']} tasks x {a['k']} trials, base vs trained")
+    table = Table(title=f"{HELDOUT_KINDS[heldout]}: {a['tasks']} tasks x {a['k']} trials, base vs trained")
     for column in ("score", "base", "trained", "delta", "95% bootstrap"):
         table.add_column(column)
     for row in score_rows(result):
@@ -80,7 +84,8 @@ def results_table(result: dict[str, Any], seconds: dict[str, float]) -> Table:
 
 def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: TrainConfig) -> str:
     a = result["a"]
-    lines = [f"Held-out: {a['tasks']} tasks x {a['k']} trials each, the same sampling seeds for both policies; "
+    lines = [f"{HELDOUT_KINDS[config.evaluate.heldout].capitalize()}: {a['tasks']} tasks x {a['k']} trials each, "
+             "the same sampling seeds for both policies; "
              f"intervals are paired bootstrap 95% over tasks ({config.evaluate.bootstrap_resamples} resamples).",
              "", "| score | base | trained | delta | 95% bootstrap |", "|---|---|---|---|---|"]
     lines += [f"| {' | '.join(row)} |" for row in score_rows(result)]

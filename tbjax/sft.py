@@ -59,9 +59,12 @@ class WarmStartConfig:
 
 def load_or_record_demos(path: Path, tasks: list[Task], interpreter: Interpreter, opener: SessionOpener,
                          episode: EpisodeConfig) -> list[Trajectory]:
-    """The oracle's passing episodes of `tasks` (recorded once into `path`, read back after)."""
+    """The oracle's passing episodes of `tasks` (recorded once into `path`, read back after: only those of
+    `tasks`, so a held-out task recorded by another configuration never becomes a demonstration)."""
     if path.is_file():
-        return [Trajectory(**json.loads(line)) for line in path.read_text().splitlines() if line]
+        wanted = {t.id for t in tasks}
+        recorded = [Trajectory(**json.loads(line)) for line in path.read_text().splitlines() if line]
+        return [t for t in recorded if t.task_id in wanted]
     passed, failed = asyncio.run(demonstrations(tasks, interpreter, opener, episode))
     if failed:
         log.info("oracle failed %d of %d tasks under the episode limits (e.g. %s): not demonstrated",

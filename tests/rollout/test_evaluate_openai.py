@@ -47,9 +47,10 @@ def test_chat_episodes_pass_fail_and_system_error(fake_openai, tmp_path, monkeyp
                           "--concurrency", "1", "--out", str(out), "--prices", str(prices), "--max-turns", "8"])
     assert code == 0
     records = {r.trial: r for r in read_records(out / "trials.jsonl")}
-    assert records[0].passed is True and records[0].termination == "user_done" and records[0].turns == 5
-    assert records[0].usage.prompt_tokens == 5000 and records[0].usage.cached_tokens == 1000
-    assert records[0].usage.reasoning_tokens == 50 and records[0].model == "api-model"
+    calls = len(golden) + 2  # the malformed call, the golden path, the closing message
+    assert records[0].passed is True and records[0].termination == "user_done" and records[0].turns == calls
+    assert records[0].usage.prompt_tokens == 1000 * calls and records[0].usage.cached_tokens == 200 * calls
+    assert records[0].usage.reasoning_tokens == 10 * calls and records[0].model == "api-model"
     assert records[1].passed is False and records[1].diff  # the plan was not changed
     assert records[2].passed is None and records[2].system_error == "agent_endpoint"
 

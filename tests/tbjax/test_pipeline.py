@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import transformers
 
-from tbjax.pipeline import STAGES
+from tbjax.config import load_config
+from tbjax.pipeline import STAGES, split_heldout
 
 REPO = Path(__file__).resolve().parents[2]
 ALL_BANDS = "[too_hard,hard,medium,easy,too_easy]"  # a 2-step warm start passes too rarely for the middle bands
@@ -72,7 +73,7 @@ def test_a_second_call_resumes_instead_of_redoing(first: Path) -> None:
 
 
 def test_the_same_seed_reproduces_the_selection_and_the_first_step(first: Path, tmp_path: Path) -> None:
-    result = run("evaluate.tasks=0", cwd=tmp_path)
+    result = run("evaluate.tasks=4", cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     again = tmp_path / "runs" / "default"
     for path in ("select/selected.yaml", "select/aggregates.jsonl", "select/trials.jsonl"):
@@ -83,3 +84,14 @@ def test_the_same_seed_reproduces_the_selection_and_the_first_step(first: Path, 
             b = [json.dumps({k: v for k, v in json.loads(x).items() if k != "seconds"}) for x in sorted(b)]
         assert a == b, path
     assert first_step(first) == first_step(again)
+
+
+@pytest.mark.parametrize("heldout", ["instances", "templates"])
+def test_held_out_tasks_never_reach_training(heldout: str) -> None:
+    config = load_config(None, [f"evaluate.heldout={heldout}", "evaluate.tasks=30"])
+    train, held = split_heldout(config)
+    assert len(held) == 30 and not {t.id for t in train} & {t.id for t in held}
+    templates = {(t.domain, t.template) for t in held}
+    assert len(templates) >= 10  # spread over templates, not the first few
+    trained_templates = {(t.domain, t.template) for t in train}
+    assert (templates <= trained_templates) == (heldout == "instances")
