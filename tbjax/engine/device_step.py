@@ -42,24 +42,28 @@ def step(graphdef: nnx.GraphDef, state: nnx.State, cache: KVCache, tokens: jax.A
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "kv_len", "steps"), donate_argnames=("cache",))
 def decode(graphdef: nnx.GraphDef, state: nnx.State, cache: KVCache, tokens: jax.Array, slots: jax.Array,
-           starts: jax.Array, seeds: jax.Array, counters: jax.Array, sampling: RowSampling, kv_len: int,
-           steps: int) -> tuple[jax.Array, jax.Array, KVCache]:
+           starts: jax.Array, seeds: jax.Array, counters: jax.Array, sampling: RowSampling, stops: jax.Array,
+           budgets: jax.Array, kv_len: int, steps: int) -> tuple[jax.Array, jax.Array, KVCache]:
     """tokens [rows] (each row's last sampled token, not yet cached, to be written at `starts`) ->
     (the next `steps` tokens [rows, steps] int32, their log-probs [rows, steps] float32, updated cache).
-    Rows that stop early keep decoding: the host drops what follows a stop, and the cache entries written
-    past a sequence's end are overwritten before anything attends to them."""
+
+    A row stays live until it samples one of its `stops` [rows, n] (padded with -1) or its `budgets` [rows]
+    tokens (0: a padding row, never live). Dead rows keep running, the host drops what they sample, and
+    their key/value writes land past their sequence's end, where later writes overwrite them before anything
+    attends to them; but they feed a hybrid model's recurrent state nothing (length 0), since that state, unlike
+    keys and values, cannot be rewound and must end exactly where the slot's sequence ends."""
     model = nnx.merge(graphdef, state)
     rows = tokens.shape[0]
 
     def one(i, carry):
-        cache, last, out_tokens, out_logprobs = carry
+        cache, last, live, out_tokens, out_logprobs = carry
         logits, cache = forward_cached(model, cache, last[:, None], slots, starts + i, jnp.zeros_like(starts),
-                                       kv_len)
+                                       kv_len, lengths=live.astype(jnp.int32))
         keys = jax.vmap(lambda s, c: jax.random.fold_in(jax.random.key(s), c))(seeds, counters + i)
         last, logprobs = sample(logits, keys, sampling)
-        return cache, last, out_tokens.at[:, i].set(last), out_logprobs.at[:, i].set(logprobs)
+        live = live & ~jnp.any(last[:, None] == stops, axis=-1) & (i + 1 < budgets)
+        return cache, last, live, out_tokens.at[:, i].set(last), out_logprobs.at[:, i].set(logprobs)
 
-    carry = (cache, tokens, jnp.zeros((rows, steps), jnp.int32), jnp.zeros((rows, steps), jnp.float32))
-    cache, _, out_tokens, out_logprobs = jax.lax.fori_loop(0, steps, one, carry)
+    carry = (cache, tokens, budgets > 0, jnp.zeros((rows, steps), jnp.int32), jnp.zeros((rows, steps), jnp.float32))
+    cache, _, _, out_tokens, out_logprobs = jax.lax.fori_loop(0, steps, one, carry)
     return out_tokens, out_logprobs, cache
-

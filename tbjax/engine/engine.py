@@ -51,7 +51,9 @@ class JaxEngine:
         self.decode_steps = decode_steps
         self.weight_version = weight_version
         self.cache: KVCache | None = KVCache.zeros(self.config, slots, max_len)
-        self.table = SlotTable(slots)
+        # a hybrid model's recurrent state sits at the end of the slot's sequence and cannot be rewound:
+        # a new request reuses a slot's cache only when it extends the whole cached sequence
+        self.table = SlotTable(slots, whole_prefix_only=bool(self.config.linear_layers))
         self._pending: deque[Request] = deque()
         self._cond = threading.Condition()
         self._paused = False
@@ -270,7 +272,8 @@ class JaxEngine:
         last = np.asarray([r.output_ids[-1] if r else 0 for r in requests], np.int32)
         tokens, logprobs, self.cache = decode(
             self.graphdef, self.state, self.cache, last, np.asarray([s.index for s in rows], np.int32), starts,
-            self._seeds(requests), self._counters(requests), self._sampling(requests), kv_len=kv_len, steps=steps)
+            self._seeds(requests), self._counters(requests), self._sampling(requests), self._stops(requests),
+            np.asarray([self._room(s) if s.busy else 0 for s in rows], np.int32), kv_len=kv_len, steps=steps)
         tokens, logprobs = np.asarray(tokens), np.asarray(logprobs)
         for i, slot in enumerate(rows):
             request = slot.request
@@ -300,6 +303,16 @@ class JaxEngine:
         request = slot.request
         return max(1, min(request.sampling.max_new_tokens - len(request.output_ids),
                           self.max_len - 1 - len(slot.tokens)))
+
+    @staticmethod
+    def _stops(requests: list[Request | None]) -> np.ndarray:
+        """[rows, n] stop token ids padded with -1; n a power of two, so compiles stay few."""
+        width = bucket(max((len(r.sampling.stop_token_ids) for r in requests if r), default=1), 1 << 30)
+        stops = np.full((len(requests), width), -1, np.int32)
+        for i, request in enumerate(requests):
+            if request:
+                stops[i, :len(request.sampling.stop_token_ids)] = request.sampling.stop_token_ids
+        return stops
 
     def _padded_rows(self, busy: list[Slot]) -> list[Slot]:
         idle = [s for s in self.table.slots if not s.busy]

@@ -66,8 +66,9 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 
 class SlotTable:
-    def __init__(self, slots: int):
+    def __init__(self, slots: int, whole_prefix_only: bool = False):
         self.slots = [Slot(i) for i in range(slots)]
+        self.whole_prefix_only = whole_prefix_only
         self._clock = itertools.count(1)
 
     def active(self) -> list[Slot]:
@@ -79,11 +80,19 @@ class SlotTable:
         idle = [s for s in self.slots if not s.busy]
         if not idle:
             return None
-        best = max(idle, key=lambda s: (common_prefix(s.tokens, request.input_ids), -s.last_used))
-        reused = min(common_prefix(best.tokens, request.input_ids), len(request.input_ids) - 1)
+        best = max(idle, key=lambda s: (self._reusable(s, request), -s.last_used))
+        reused = self._reusable(best, request)
         best.request, best.last_used = request, next(self._clock)
         best.tokens = best.tokens[:reused]
         return best, reused
+
+    def _reusable(self, slot: Slot, request: Request) -> int:
+        """Cached tokens of `slot` that `request` can start from (at least its last prompt token is computed
+        anew, for its logits); with `whole_prefix_only`, all of the slot's tokens or none."""
+        shared = min(common_prefix(slot.tokens, request.input_ids), len(request.input_ids) - 1)
+        if self.whole_prefix_only and shared < len(slot.tokens):
+            return 0
+        return shared
 
     def release(self, slot: Slot) -> None:
         slot.request = None

@@ -40,7 +40,7 @@ def model(tiny_dir):
     return from_pretrained(tiny_dir("qwen3"))
 
 
-@pytest.mark.parametrize("arch,scan", [("qwen3", False), ("qwen3-moe", True), ("qwen2", False)])
+@pytest.mark.parametrize("arch,scan", [("qwen3", False), ("qwen3-moe", True), ("qwen2", False), ("qwen3_5", False)])
 def test_greedy_decoding_equals_full_forward_argmax(tiny_dir, arch, scan):
     model = from_pretrained(tiny_dir(arch), runtime=RuntimeConfig(scan_layers=scan))
     engine = JaxEngine(model, slots=2, max_len=128)
@@ -240,3 +240,35 @@ def test_padding_rows_leave_an_idle_slots_cached_prefix_intact(model):
     assert second.cached_tokens == 30 + 8 - 1
     assert second.output_ids == uncached.output_ids
     np.testing.assert_allclose(second.logprobs, uncached.logprobs, atol=1e-5)
+
+
+def test_hybrid_state_ends_where_the_sequence_ends_and_is_reused_whole(tiny_dir):
+    """Gated DeltaNet state cannot be rewound: a turn that stops mid-call must leave its slot's state at the
+    stop (what its row sampled after is not fed), a follow-up extending the whole conversation resumes from it,
+    and a prompt sharing only part of it starts afresh."""
+    model = from_pretrained(tiny_dir("qwen3_5"))
+    first_prompt = prompt(5, 25)
+    probe = JaxEngine(model, slots=1, max_len=256)
+    unstopped = run(probe.generate(first_prompt, SamplingParams(max_new_tokens=12, temperature=0.0))).output_ids
+    run(probe.close())
+    stop = unstopped[5]
+    greedy = SamplingParams(max_new_tokens=12, temperature=0.0, stop_token_ids=(stop,))
+
+    async def episode():
+        engine = JaxEngine(model, slots=2, max_len=256, decode_steps=16)
+        first = await engine.generate(first_prompt, greedy)
+        follow_up = first_prompt + list(first.output_ids) + prompt(6, 7)
+        second = await engine.generate(follow_up, greedy)
+        diverging = await engine.generate(first_prompt[:10] + prompt(7, 5), greedy)
+        fresh = JaxEngine(model, slots=1, max_len=256)
+        uncached = await fresh.generate(follow_up, greedy)
+        await engine.close()
+        await fresh.close()
+        return first, second, diverging, uncached
+
+    first, second, diverging, uncached = run(episode())
+    assert first.finish_reason == "stop" and first.output_ids[-1] == stop and len(first.output_ids) < 12
+    assert second.cached_tokens == len(first_prompt) + len(first.output_ids) - 1
+    assert second.output_ids == uncached.output_ids
+    np.testing.assert_allclose(second.logprobs, uncached.logprobs, atol=1e-5)
+    assert diverging.cached_tokens == 0
