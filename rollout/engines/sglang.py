@@ -218,7 +218,7 @@ class SGLangEngine:
     async def _admin(self, server: Server, path: str, body: dict[str, Any]) -> None:
         url = f"{server.url}{path}"
         try:
-            response = await self._client.post(url, json=body, timeout=self.config.admin_timeout_s)
+            response = await self._post_once_more_if_dropped(url, body)
         except httpx.HTTPError as e:
             raise EngineError(f"{url} unreachable ({type(e).__name__}: {e}); restart the server or drop it "
                               f"from the URL list") from e
@@ -228,6 +228,17 @@ class SGLangEngine:
             self._check_loaded(response, url, body["model_path"])
         elif response.status_code >= 400:
             raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
+
+    async def _post_once_more_if_dropped(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        """Admin calls come seconds to minutes apart (around each update), longer than SGLang's uvicorn keeps
+        an idle connection (5 s): a request sent as the server closes the pooled connection is dropped
+        unanswered. Sent again once on a fresh connection; a server that is really gone fails again."""
+        try:
+            return await self._client.post(url, json=body, timeout=self.config.admin_timeout_s)
+        except (httpx.ReadError, httpx.RemoteProtocolError) as e:
+            log.info("%s: the connection closed under the request (%s: %s); sending it once more",
+                     url, type(e).__name__, e)
+            return await self._client.post(url, json=body, timeout=self.config.admin_timeout_s)
 
     @staticmethod
     def _check_loaded(response: httpx.Response, url: str, model_path: str) -> None:

@@ -1,0 +1,49 @@
+"""Admin calls survive a kept-alive connection the server closes under them: a real HTTP server on 127.0.0.1
+that drops the first `drops` requests unanswered (what uvicorn's 5 s keep-alive close looks like to a client
+that sent just then) and answers the rest."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rollout.engine import EngineError
+from rollout.engines.sglang import SGLangEngine
+
+
+async def serve(drops: int) -> tuple[asyncio.base_events.Server, list[str]]:
+    seen: list[str] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(
+            b"content-length")))
+        await reader.readexactly(length)
+        seen.append(head.split(b" ")[1].decode())
+        if len(seen) > drops:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0), seen
+
+
+@pytest.mark.parametrize("drops", [1, 2])
+def test_a_dropped_admin_request_is_sent_once_more(drops: int) -> None:
+    async def scenario() -> list[str]:
+        server, seen = await serve(drops)
+        port = server.sockets[0].getsockname()[1]
+        engine = SGLangEngine.from_urls([f"http://127.0.0.1:{port}"])
+        try:
+            if drops == 1:
+                await engine.resume_memory(["weights"])
+            else:  # a server that drops every try is reported, not retried forever
+                with pytest.raises(EngineError, match="unreachable"):
+                    await engine.resume_memory(["weights"])
+        finally:
+            await engine.close()
+            server.close()
+        return seen
+
+    assert asyncio.run(scenario()) == ["/resume_memory_occupation"] * 2
