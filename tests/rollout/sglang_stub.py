@@ -208,3 +208,16 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+def on_engine(urls, scenario, **settings):
+    """Runs `scenario(engine)` on an SGLangEngine over `urls` (settings: SGLangConfig fields) and closes it."""
+    from rollout.engines.sglang import SGLangEngine
+
+    async def main():
+        engine = SGLangEngine.from_urls(urls, **settings)
+        try:
+            return await scenario(engine)
+        finally:
+            await engine.close()
+    return asyncio.run(main())

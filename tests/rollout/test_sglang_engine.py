@@ -9,7 +9,7 @@ import pytest
 
 from rollout.engine import EngineError, SamplingParams
 from rollout.engines.sglang import SGLangEngine
-from tests.rollout.sglang_stub import STOP_LOGPROB, StubModel, ThreadServer, free_port
+from tests.rollout.sglang_stub import STOP_LOGPROB, StubModel, ThreadServer, free_port, on_engine
 
 SAMPLING = SamplingParams(max_new_tokens=16, temperature=0.7, top_p=0.95, top_k=20, min_p=0.05, stop_token_ids=(7,))
 
@@ -31,14 +31,8 @@ def models(servers):
 
 def run(servers, coroutine_fn, n: int = 3, **settings):
     """Run `coroutine_fn(engine)` against the first n servers with fast retries."""
-    async def main():
-        settings.setdefault("backoff_s", 0.01)
-        engine = SGLangEngine.from_urls([s.url for s in servers[:n]], **settings)
-        try:
-            return await coroutine_fn(engine)
-        finally:
-            await engine.close()
-    return asyncio.run(main())
+    settings.setdefault("backoff_s", 0.01)
+    return on_engine([s.url for s in servers[:n]], coroutine_fn, **settings)
 
 
 def test_every_sampling_value_reaches_the_server(servers, models):

@@ -21,7 +21,6 @@ import pytest
 from envs import open_session
 from envs.users.base import UserTurn
 from rollout.engine import EngineError, Generation, SamplingParams
-from rollout.engines.sglang import SGLangEngine
 from rollout.episode import EpisodeConfig, run_episode
 from rollout.interpret import Interpreter
 from tbjax.engine import JaxEngine
@@ -29,6 +28,7 @@ from tbjax.models import from_pretrained
 from tbjax.publish import publish_weights
 from tests.rollout.e2e_support import check_trajectory, telecom_tasks
 from tests.rollout.sglang_jax_support import Recording, assert_greedy_agree, export_for_sglang_jax, launch
+from tests.rollout.sglang_stub import on_engine
 
 pytestmark = pytest.mark.slow
 GREEDY = EpisodeConfig(max_turns=3, max_tokens_per_turn=32, token_budget=480, timeout_s=300, temperature=0.0)
@@ -98,17 +98,6 @@ def on_jax_engine(engine, scenario):
     return asyncio.run(main())
 
 
-def on_sglang_jax(urls, scenario, **settings):
-    """Runs `scenario(engine)` on an SGLangEngine over `urls`."""
-    async def main():
-        engine = SGLangEngine.from_urls(urls, **settings)
-        try:
-            return await scenario(engine)
-        finally:
-            await engine.close()
-    return asyncio.run(main())
-
-
 def episodes(interpreter, tasks):
     """A scenario: one greedy episode per task, all at once, each its own session."""
     async def scenario(engine):
@@ -136,7 +125,7 @@ def test_greedy_episodes_equal_the_jax_engine_over_two_servers(servers, referenc
         results = await episodes(interpreter, tasks)(recording)
         seconds = time.perf_counter() - start
         return results, recording.calls, seconds, [s.assigned for s in engine.pool.servers]
-    results, calls, seconds, assigned = on_sglang_jax(servers.urls, recorded)
+    results, calls, seconds, assigned = on_engine(servers.urls, recorded)
     print(f"\n{TASKS} greedy episodes ({len(calls)} requests) on two sglang-jax servers: {seconds:.1f} s")
 
     model = from_pretrained(model_dir)
@@ -172,7 +161,7 @@ def test_stop_tokens_and_finish_reasons_agree(servers, reference, model_dir):
         start = time.perf_counter()
         result = await continuations(engine, stops), await continuations(engine)
         return result, (time.perf_counter() - start) / (2 * len(prompts)), engine.missing_logprobs
-    (theirs, theirs_free), per_request, missing = on_sglang_jax(servers.urls[:1], timed)
+    (theirs, theirs_free), per_request, missing = on_engine(servers.urls[:1], timed)
     print(f"\nsglang-jax, one request of <= 12 tokens at a time: {per_request:.3f} s per request")
 
     model = from_pretrained(model_dir)
@@ -192,14 +181,14 @@ def test_weight_refresh_restarts_sglang_jax_on_the_new_weights(servers, referenc
     prompt, sampling = [5, 6, 7], SamplingParams(max_new_tokens=8, temperature=0.0)
 
     with pytest.raises(EngineError, match="no /update_weights_from_disk"):
-        on_sglang_jax(servers.urls, lambda e: e.update_weights(v1, "1"))
+        on_engine(servers.urls, lambda e: e.update_weights(v1, "1"))
 
     async def refresh(engine):
         start = time.perf_counter()
         await engine.update_weights(v1, "1")
         seconds = time.perf_counter() - start
         return seconds, engine.refresh_by_restart, await engine.generate(prompt, sampling, session_id="a")
-    seconds, by_restart, theirs = on_sglang_jax(servers.urls, refresh, restart_servers=servers.restart_on)
+    seconds, by_restart, theirs = on_engine(servers.urls, refresh, restart_servers=servers.restart_on)
     print(f"\nweight refresh by restarting two sglang-jax servers: {seconds:.1f} s")
     before = on_jax_engine(reference, lambda e: e.generate(prompt, sampling))
     on_jax_engine(reference, lambda e: e.update_weights(v1, "1"))
@@ -226,7 +215,7 @@ def test_killed_server_fails_over_then_all_dead_is_a_system_error(servers, refer
         dead = await run_episode(telecom_tasks(1)[0], engine, interpreter, group_id="g", config=GREEDY,
                                  opener=OPENER, session_id="g/0")
         return generations, engine.pool.servers, dead
-    generations, (victim, survivor), dead = on_sglang_jax(servers.urls, batch, max_attempts=3, backoff_s=0.2,
+    generations, (victim, survivor), dead = on_engine(servers.urls, batch, max_attempts=3, backoff_s=0.2,
                                                           cooldown_s=60)
 
     model = from_pretrained(servers.config.model_path)
