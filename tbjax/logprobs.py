@@ -55,3 +55,25 @@ def chunked_logprobs(hidden: jax.Array, table: jax.Array, targets: jax.Array, te
     log_normalizer = m + jnp.log(s)
     entropy = log_normalizer - sz / s
     return target_logit - log_normalizer, entropy
+
+
+def trained_logprobs(hidden: jax.Array, table: jax.Array, targets: jax.Array, head_index: jax.Array,
+                     temperature: float = 1.0, chunk: int = 8192) -> tuple[jax.Array, jax.Array]:
+    """chunked_logprobs computed only at the positions `head_index` lists (tbjax.packing.trained_positions),
+    returned in place: hidden [rows, len, embed], targets [rows, len], head_index [shards, head_tokens] of flat
+    positions within each shard's rows (-1: none) -> (log-probs, entropies) [rows, len], zero where not listed.
+    Gathering per shard keeps it local to the devices that hold those rows."""
+    rows, length, embed = hidden.shape
+    shards = head_index.shape[0]
+    listed = head_index >= 0
+    index = jnp.maximum(head_index, 0)
+    picked_hidden = jnp.take_along_axis(hidden.reshape(shards, -1, embed), index[..., None], axis=1)
+    picked_targets = jnp.take_along_axis(targets.reshape(shards, -1), index, axis=1)
+    logprobs, entropy = chunked_logprobs(picked_hidden, table, picked_targets, temperature, chunk)
+    shard = jnp.arange(shards)[:, None]
+
+    def in_place(values: jax.Array) -> jax.Array:
+        placed = jnp.zeros((shards, rows // shards * length), jnp.float32)
+        return placed.at[shard, index].add(jnp.where(listed, values, 0.0)).reshape(rows, length)
+
+    return in_place(logprobs), in_place(entropy)

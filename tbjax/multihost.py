@@ -21,7 +21,7 @@ from jax.experimental import multihost_utils
 
 from tbjax.models import Qwen
 from tbjax.models.hf_import import abstract_model
-from tbjax.packing import FIELDS, PackedBatch
+from tbjax.packing import FIELDS, HEAD_INDEX, PackedBatch
 from tbjax.train_step import GRPOTrainer, Params
 
 FLOAT_FIELDS = ("behaviour_logprobs", "advantages", "weights")
@@ -42,16 +42,18 @@ def share_batch(packed: PackedBatch | None, draws: int) -> tuple[PackedBatch | N
     if jax.process_count() == 1:
         return packed, draws
     shape = packed.shape if packed is not None else (0, 0, 0)
+    head = packed.arrays[HEAD_INDEX].shape if packed is not None else (0, 0, 0)
     counts = (packed.episodes, packed.trained_tokens) if packed is not None else (0, 0)
     header = multihost_utils.broadcast_one_to_all({
-        "ints": np.asarray([draws, packed is not None, *shape, *counts], np.int32),
+        "ints": np.asarray([draws, packed is not None, *shape, *head, *counts], np.int32),
         "denominator": np.float32(packed.denominator if packed is not None else 0.0)})
     draws, present, *rest = (int(x) for x in header["ints"])
     if not present:
         return None, draws
-    shape, (episodes, trained) = tuple(rest[:3]), rest[3:]
+    shape, head, (episodes, trained) = tuple(rest[:3]), tuple(rest[3:6]), rest[6:]
     arrays = packed.arrays if packed is not None else {
-        name: np.zeros(shape, np.float32 if name in FLOAT_FIELDS else np.int32) for name in FIELDS}
+        **{name: np.zeros(shape, np.float32 if name in FLOAT_FIELDS else np.int32) for name in FIELDS},
+        HEAD_INDEX: np.zeros(head, np.int32)}
     arrays = multihost_utils.broadcast_one_to_all(arrays)
     if is_driver():
         return packed, draws

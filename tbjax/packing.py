@@ -21,11 +21,14 @@ from tbjax.grpo import LossConfig, group_advantages, token_weights
 FIELDS = ("tokens", "positions", "segments", "targets", "mask", "behaviour_logprobs", "advantages", "weights")
 FIELD_DTYPES = {name: np.dtype(np.float32 if name in ("behaviour_logprobs", "advantages", "weights") else np.int32)
                 for name in FIELDS}
+# [micro_batches, shards, head_tokens] int32: the trained positions of each shard's rows (see trained_positions)
+HEAD_INDEX = "head_index"
 
 
 @dataclasses.dataclass
 class PackedBatch:
-    """Arrays of shape [micro_batches, rows_per_micro, row_len] (see FIELDS), and the loss denominator."""
+    """Arrays of shape [micro_batches, rows_per_micro, row_len] (see FIELDS) plus HEAD_INDEX, and the loss
+    denominator."""
 
     arrays: dict[str, np.ndarray]
     denominator: float
@@ -93,7 +96,31 @@ def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float], token_
             trained += int(np.sum(t.loss_mask[1:]))
             offset += n
     shaped = {k: v.reshape(micro_batches, rows // micro_batches, row_len) for k, v in arrays.items()}
+    shaped[HEAD_INDEX] = trained_positions(shaped["mask"], rows_multiple)
     return PackedBatch(shaped, float(denominator), len(trajectories), trained)
+
+
+def head_tokens_bucket(count: int, cap: int) -> int:
+    """The head's static width for `count` trained positions: rounded up to 4, 5, 6 or 7 times a power of two
+    (at most a quarter wasted), so batches of similar size share one compiled update."""
+    count = max(count, 1)
+    step = max(1, 2 ** (count.bit_length() - 3))
+    return min(cap, -(-count // step) * step)
+
+
+def trained_positions(mask: np.ndarray, shards: int) -> np.ndarray:
+    """mask [micro_batches, rows, row_len] -> [micro_batches, shards, head_tokens]: for each micro-batch and
+    each data-parallel shard of its rows, the flat positions (within that shard's rows) that carry loss, padded
+    with -1. The trainer computes the vocabulary head only there: prompts, tool results and padding are often
+    most of an agent's tokens, and the head is the costliest layer of a small-model step."""
+    micro_batches, rows, row_len = mask.shape
+    per_shard = mask.reshape(micro_batches, shards, rows // shards * row_len) != 0
+    width = head_tokens_bucket(int(per_shard.sum(-1).max()), per_shard.shape[-1])
+    index = np.full((micro_batches, shards, width), -1, np.int32)
+    for m, s in np.ndindex(micro_batches, shards):
+        where = np.flatnonzero(per_shard[m, s])
+        index[m, s, :len(where)] = where
+    return index
 
 
 def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: LossConfig, row_len: int,

@@ -23,9 +23,9 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tbjax.grpo import LossConfig, policy_loss_terms
-from tbjax.logprobs import chunked_logprobs
+from tbjax.logprobs import trained_logprobs
 from tbjax.models import Qwen
-from tbjax.packing import FIELD_DTYPES, FIELDS, PackedBatch
+from tbjax.packing import FIELD_DTYPES, FIELDS, HEAD_INDEX, PackedBatch
 from tbjax.sharding import ShardingRules, param_shardings
 
 Params = dict[str, Any]
@@ -106,7 +106,7 @@ class GRPOTrainer:
 
     # --------------------------------------------------------------- the update
     def update(self, state: TrainState, batch: PackedBatch) -> tuple[TrainState, dict[str, float]]:
-        arrays = {k: batch.arrays[k] for k in FIELDS}
+        arrays = {k: batch.arrays[k] for k in (*FIELDS, HEAD_INDEX)}
         if self.batch_sharding is not None:
             arrays = {k: jax.device_put(v, self.batch_sharding) for k, v in arrays.items()}
         state, sums = self._update(state, arrays, jnp.float32(batch.denominator))
@@ -128,6 +128,10 @@ class GRPOTrainer:
         """The very update `update` runs, lowered for a packed batch of [micro_batches, rows, row_len] from
         abstract inputs (nothing allocated); `.compile()` gives its memory and cost analyses."""
         batch = {k: jax.ShapeDtypeStruct(batch_shape, FIELD_DTYPES[k], sharding=self.batch_sharding) for k in FIELDS}
+        micro_batches, rows, row_len = batch_shape  # the head's widest case: every position trained
+        shards = self.rows_multiple
+        batch[HEAD_INDEX] = jax.ShapeDtypeStruct((micro_batches, shards, rows // shards * row_len), np.int32,
+                                                 sharding=self.batch_sharding)
         return self._update.lower(self.state_shapes(), batch, jax.ShapeDtypeStruct((), jnp.float32))
 
     def _compile(self):
@@ -140,7 +144,8 @@ class GRPOTrainer:
             model = nnx.merge(graphdef, state)
             hidden = model.hidden_states(micro["tokens"], micro["positions"], micro["segments"])
             table = (model.embed_tokens if model.lm_head is None else model.lm_head)[...]
-            logprobs, entropy = chunked_logprobs(hidden, table, micro["targets"], temperature, chunk)
+            logprobs, entropy = trained_logprobs(hidden, table, micro["targets"], micro[HEAD_INDEX], temperature,
+                                                 chunk)
             behaviour = micro["behaviour_logprobs"]
             terms = policy_loss_terms(logprobs, jax.lax.stop_gradient(logprobs), behaviour, micro["advantages"],
                                       micro["mask"], micro["weights"], loss_config)
@@ -181,7 +186,7 @@ class GRPOTrainer:
             return jax.jit(update, donate_argnums=(0,))
         state_shardings = TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(
             self.mesh, PartitionSpec()))
-        batch_shardings = dict.fromkeys(FIELDS, self.batch_sharding)
+        batch_shardings = dict.fromkeys((*FIELDS, HEAD_INDEX), self.batch_sharding)
         return jax.jit(update, in_shardings=(state_shardings, batch_shardings, None),
                        out_shardings=(state_shardings, None), donate_argnums=(0,))
 

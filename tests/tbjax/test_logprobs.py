@@ -1,12 +1,14 @@
 """chunked_logprobs on the paths without vocabulary padding (no column mask, no NaN guard) and with a
-single chunk (no remat): values and gradients equal the dense computation."""
+single chunk (no remat): values and gradients equal the dense computation; trained_logprobs (the head at
+trained positions only) equals it where it computes."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tbjax.logprobs import chunked_logprobs
+from tbjax.logprobs import chunked_logprobs, trained_logprobs
+from tbjax.packing import trained_positions
 
 
 def dense(hidden, table, targets, temperature):
@@ -32,3 +34,27 @@ def test_unpadded_and_single_chunk_equal_the_dense_computation(chunk):
     want = jax.grad(objective(lambda h, t: dense(h, t, targets, 0.8)), argnums=(0, 1))(hidden, table)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, atol=1e-5)
+
+
+def test_trained_positions_only_equal_the_full_head_there_and_zero_elsewhere():
+    """Two shards of two rows each: values and the hidden states' gradient match the full head at the listed
+    positions; unlisted positions get zero and no gradient."""
+    rng = np.random.default_rng(2)
+    hidden = jnp.asarray(rng.normal(size=(4, 6, 8)), jnp.float32)
+    table = jnp.asarray(rng.normal(size=(32, 8)), jnp.float32)
+    targets = jnp.asarray(rng.integers(0, 32, size=(4, 6)), jnp.int32)
+    mask = rng.random((4, 6)) < 0.4
+    index = trained_positions(mask[None], shards=2)[0]
+    weights = jnp.asarray(rng.normal(size=(4, 6)), jnp.float32) * mask
+
+    def objective(f):
+        return lambda h: sum((x * weights).sum() * w for x, w in zip(f(h), (1.0, 0.3), strict=True))
+
+    logp, entropy = trained_logprobs(hidden, table, targets, jnp.asarray(index), 0.8, chunk=8)
+    want_logp, want_entropy = chunked_logprobs(hidden, table, targets, 0.8, chunk=8)
+    np.testing.assert_allclose(logp, np.where(mask, want_logp, 0.0), atol=1e-6)
+    np.testing.assert_allclose(entropy, np.where(mask, want_entropy, 0.0), atol=1e-6)
+    got = jax.grad(objective(lambda h: trained_logprobs(h, table, targets, jnp.asarray(index), 0.8, 8)))(hidden)
+    want = jax.grad(objective(lambda h: chunked_logprobs(h, table, targets, 0.8, 8)))(hidden)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert np.abs(np.asarray(got)[~mask]).max() == 0.0 and np.abs(np.asarray(got)[mask]).min() > 0.0

@@ -3,7 +3,7 @@
 import pytest
 
 from rollout.trajectory import Trajectory
-from tbjax.packing import PackingError, pack
+from tbjax.packing import HEAD_INDEX, PackingError, head_tokens_bucket, pack
 
 
 def trajectory(ids, mask, name="t"):
@@ -38,3 +38,25 @@ def test_rows_round_up_to_micro_batches_and_devices():
 def test_episode_longer_than_a_row_is_refused():
     with pytest.raises(PackingError, match="raise train.row_len"):
         pack([trajectory(range(10), [0] * 5 + [1] * 5)], [1.0], [1.0], 5.0, row_len=8, micro_rows=1)
+
+
+def test_head_index_lists_each_shards_trained_positions():
+    """The first test's layout split over 2 shards (one row each): row 0 trains positions 2-4 (c's last three
+    tokens are predicted from 2, 3, 4), row 1 positions 1, 2, 4, 5; padded with -1 to the widest shard."""
+    a = trajectory([10, 11, 12, 13], [0, 0, 1, 1], "a")
+    b = trajectory([20, 21, 22], [0, 1, 1], "b")
+    c = trajectory([30, 31, 32, 33, 34, 35], [0, 0, 0, 1, 1, 1], "c")
+    batch = pack([a, b, c], [1.0, -1.0, 0.5], [1.0] * 3, 7.0, row_len=8, micro_rows=1, rows_multiple=2)
+    index = batch.arrays[HEAD_INDEX]
+    assert index.shape == (1, 2, 4)
+    assert index[0].tolist() == [[2, 3, 4, -1], [1, 2, 4, 5]]
+    flat_mask = batch.arrays["mask"][0].reshape(2, -1)
+    for shard, positions in enumerate(index[0]):
+        listed = positions[positions >= 0]
+        assert flat_mask[shard, listed].all() and len(listed) == flat_mask[shard].sum()
+
+
+@pytest.mark.parametrize(("count", "width"), [(0, 1), (7, 7), (9, 10), (1100, 1280), (1280, 1280), (1281, 1536)])
+def test_head_width_wastes_at_most_a_quarter(count, width):
+    assert head_tokens_bucket(count, cap=4096) == width
+    assert head_tokens_bucket(count, cap=1000) == min(width, 1000)
