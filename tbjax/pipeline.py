@@ -6,7 +6,7 @@ Every stage caches its outputs under the run directory and is skipped (or resume
 second call after an interruption continues instead of redoing:
 
     assets/                the tiny policy and its tokenizer
-    warm_start/            demos.jsonl, metrics.jsonl, checkpoints/, export/v{steps}   (the base policy)
+    warm_start/            demos.jsonl, metrics.jsonl, checkpoints/, export/v{updates}   (the base policy)
     select/                trials.jsonl, summary.json, selected.yaml, aggregates.jsonl, manifest.json, bands.png
     eval/base/, eval/trained/   trials.jsonl, summary.json, report.md, plots (same tasks, same seeds)
     grpo/                  metrics.jsonl, checkpoints/, export/v{steps}   (the trained policy)

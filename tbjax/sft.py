@@ -28,10 +28,14 @@ from transformers import AutoTokenizer
 from envs import Task
 from rollout.episode import EpisodeConfig, SessionOpener
 from rollout.interpret import Interpreter
+from rollout.interpret.render import ChatRenderer
 from rollout.oracle import demonstrations
 from rollout.records import atomic_write
 from rollout.trajectory import Trajectory
 from tbjax.checkpoint import Checkpointer
+from tbjax.copy_drills import ROW_LEN as DRILL_ROW_LEN
+from tbjax.copy_drills import ROWS as DRILL_ROWS
+from tbjax.copy_drills import drill_batch
 from tbjax.fresh_values import digit_token_ids, refresh_values
 from tbjax.grpo import LossConfig
 from tbjax.models import Qwen
@@ -55,6 +59,7 @@ class WarmStartConfig:
     seed: int = 0
     checkpoint_every: int = 20
     fresh_values: float = 0.0  # chance a drawn demonstration gets new random long numbers (tbjax.fresh_values)
+    copy_drills: int = 0  # updates on synthetic copy drills before the demonstrations (tbjax.copy_drills)
 
 
 def load_or_record_demos(path: Path, tasks: list[Task], interpreter: Interpreter, opener: SessionOpener,
@@ -95,9 +100,11 @@ def step_batch(demos: list[Trajectory], step: int, config: WarmStartConfig,
 def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: WarmStartConfig, out: Path, *,
                row_len: int, micro_batch_rows: int = 1, logprob_chunk: int = 8192,
                on_step: Callable[[dict], None] | None = None) -> Path:
-    """Trains `model` on `demos` for `config.steps` updates (resuming from `out/checkpoints`); returns the
-    HF export directory of the result (`out/export/v{steps}`), written once."""
-    final = out / "export" / f"v{config.steps}"
+    """Trains `model` on `config.copy_drills` updates of copy drills, then `config.steps` on `demos` (resuming
+    from `out/checkpoints`); returns the HF export directory of the result (`out/export/v{all updates}`),
+    written once."""
+    total = config.copy_drills + config.steps
+    final = out / "export" / f"v{total}"
     if (final / "config.json").is_file():
         return final
     fitting = [d for d in demos if len(d.token_ids) <= row_len]
@@ -113,20 +120,26 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
     state = trainer.init_state(model)
     checkpointer = Checkpointer(out / "checkpoints", save_every=config.checkpoint_every, keep=1)
     start = checkpointer.latest_step() or 0
-    if start > config.steps:
-        raise ValueError(f"{out / 'checkpoints'} holds step {start}, past warm_start.steps={config.steps}: "
+    if start > total:
+        raise ValueError(f"{out / 'checkpoints'} holds step {start}, past warm_start.copy_drills + steps = {total}: "
                          "use a new run directory (run.name) or the same or more steps")
     if start:
         state, _, _ = checkpointer.restore(start, state, fingerprint=_fingerprint(config), allow_change=False)
         state = trainer.shard_state(state)
     with _progress() as progress, (out / "metrics.jsonl").open("a") as metrics:
-        bar = progress.add_task("warm start", total=config.steps, completed=start)
-        digit_ids = digit_token_ids(AutoTokenizer.from_pretrained(model_dir)) if config.fresh_values else None
-        for step in range(start, config.steps):
-            batch = step_batch(demos, step, config, digit_ids)
+        bar = progress.add_task("warm start", total=total, completed=start)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        digit_ids = digit_token_ids(tokenizer) if config.fresh_values else None
+        renderer = ChatRenderer(tokenizer)
+        for step in range(start, total):
+            if step < config.copy_drills:
+                batch, phase = drill_batch(renderer, config.seed, step), "copy drills"
+                shape = (DRILL_ROW_LEN, DRILL_ROWS)
+            else:
+                batch, phase = step_batch(demos, step - config.copy_drills, config, digit_ids), "warm start"
+                shape = (row_len, micro_batch_rows)
             trained = sum(sum(t.loss_mask[1:]) for t in batch)
-            packed = pack(batch, [1.0] * len(batch), [1.0] * len(batch), trained, row_len, micro_batch_rows,
-                          trainer.rows_multiple)
+            packed = pack(batch, [1.0] * len(batch), [1.0] * len(batch), trained, *shape, trainer.rows_multiple)
             state, update = trainer.update(state, packed)
             record = {"step": step + 1, "nll": update["nll"], "grad_norm": update["grad_norm"],
                       "trained_tokens": update["trained_tokens"]}
@@ -134,12 +147,12 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
             metrics.flush()
             if on_step:
                 on_step(record)
-            progress.update(bar, advance=1, description=f"warm start  nll {update['nll']:.3f}")
-            if checkpointer.due(step + 1, step + 1 == config.steps):
+            progress.update(bar, advance=1, description=f"{phase}  nll {update['nll']:.3f}")
+            if checkpointer.due(step + 1, step + 1 == total):
                 checkpointer.save(step + 1, state, {}, {"fingerprint": _fingerprint(config)})
     checkpointer.wait()
     checkpointer.close()
-    return publish_weights(trainer.model_for(state.params), out / "export", config.steps, tokenizer_dir=model_dir)
+    return publish_weights(trainer.model_for(state.params), out / "export", total, tokenizer_dir=model_dir)
 
 
 def _fingerprint(config: WarmStartConfig) -> str:

@@ -88,6 +88,20 @@ class ChatRenderer:
         """System messages (policy), tools and the first user turn, ending with the generation prompt."""
         return self.encode(self.render(messages, tools=tools, add_generation_prompt=True))
 
+    def assistant_ids(self, messages: Sequence[Message]) -> list[int]:
+        """The ids of the last message of `messages`, an assistant turn, as a policy samples them after the rest:
+        its rendering after the generation prompt, through its <|im_end|> (what follows is the next prompt's).
+        For turns no policy sampled (synthetic drills), in exactly the tokens a sampled turn has."""
+        before = self.render(messages[:-1], add_generation_prompt=True)
+        after = self.render(messages)
+        if not after.startswith(before):
+            raise TemplateError("the chat template renders a conversation's start differently once an assistant "
+                                "turn follows it; use a prefix-stable template (tbjax/assets/chat_template.jinja)")
+        turn = after[len(before):]
+        if END_OF_TURN not in turn:
+            raise TemplateError(f"the chat template closes the assistant's turn without {END_OF_TURN}")
+        return self.encode(turn[:turn.rindex(END_OF_TURN) + len(END_OF_TURN)])
+
     def delta(self, messages: Sequence[Message]) -> list[int]:
         """Ids for `messages` (tool results, a user turn) following an assistant turn that ended with
         <|im_end|>: what the template writes after that token, the turns, and the next generation prompt."""

@@ -61,8 +61,4 @@ def six_turn_conversation() -> list[dict[str, Any]]:
 def sampled_text(renderer: ChatRenderer, messages: list[dict[str, Any]], index: int) -> str:
     """What an engine would have sampled for assistant message `index`: its rendering after the generation
     prompt, up to and including <|im_end|> (what the template writes after that token is not sampled)."""
-    before = renderer.render(messages[:index], tools=None, add_generation_prompt=True)
-    after = renderer.render(messages[:index + 1], tools=None)
-    assert after.startswith(before), "the template must render a prefix-stable history"
-    turn = after[len(before):]
-    return turn[:turn.rindex("<|im_end|>") + len("<|im_end|>")]
+    return renderer.decode(renderer.assistant_ids(messages[:index + 1]))

@@ -17,8 +17,9 @@ from tbjax.pipeline import STAGES, split_heldout
 
 REPO = Path(__file__).resolve().parents[2]
 ALL_BANDS = "[too_hard,hard,medium,easy,too_easy]"  # a 2-step warm start passes too rarely for the middle bands
-SHORT = ["warm_start.steps=2", "warm_start.episodes_per_step=4", "warm_start.checkpoint_every=1",
-         "select.candidates=4", "select.trials=2", "select.min_clean_runs=1", f"select.keep={ALL_BANDS}",
+SHORT = ["warm_start.copy_drills=2", "warm_start.steps=2", "warm_start.episodes_per_step=4",
+         "warm_start.checkpoint_every=1", "select.candidates=4", "select.trials=2", "select.min_clean_runs=1",
+         f"select.keep={ALL_BANDS}",
          "train.steps=1", "groups.groups=2", "groups.group_size=4", "groups.max_extra_rounds=0",
          "episode.max_turns=4", "episode.max_tokens_per_turn=24", "evaluate.k=2", "evaluate.bootstrap_resamples=50"]
 TIME_KEYS = ("time_", "tokens_per_s")
@@ -46,7 +47,7 @@ def first_step(run_dir: Path) -> dict:
 
 
 def test_every_stage_writes_its_files_and_the_report_parses(first: Path) -> None:
-    for path in ("assets/tiny-qwen3-demo/config.json", "warm_start/demos.jsonl", "warm_start/export/v2/config.json",
+    for path in ("assets/tiny-qwen3-demo/config.json", "warm_start/demos.jsonl", "warm_start/export/v4/config.json",
                  "select/trials.jsonl", "select/selected.yaml", "select/manifest.json", "select/bands.png",
                  "eval/base/summary.json", "eval/trained/summary.json", "eval/trained/report.md",
                  "grpo/metrics.jsonl", "grpo/checkpoints/1", "compare/compare.json", "compare/domains.png",

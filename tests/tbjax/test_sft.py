@@ -64,9 +64,11 @@ def test_fresh_values_are_drawn_per_step_and_reproducible() -> None:
         step_batch([demo], 0, config)
 
 
-def test_resumed_warm_start_equals_the_uninterrupted_one(tiny_dir, tmp_path) -> None:
+@pytest.mark.parametrize("drills", [0, 2])  # with copy drills, the run is interrupted after its first demo update
+def test_resumed_warm_start_equals_the_uninterrupted_one(tiny_dir, tmp_path, drills) -> None:
     path = tiny_dir("qwen3")
-    config = WarmStartConfig(steps=3, episodes_per_step=4, learning_rate=1e-3, warmup_steps=1, checkpoint_every=1)
+    config = WarmStartConfig(steps=3, episodes_per_step=4, learning_rate=1e-3, warmup_steps=1, checkpoint_every=1,
+                             copy_drills=drills)
     straight = warm_start(from_pretrained(path), path, DEMOS, config, tmp_path / "a", row_len=256)
     warm_start(from_pretrained(path), path, DEMOS, WarmStartConfig(**{**config.__dict__, "steps": 1}),
                tmp_path / "b", row_len=256)
@@ -74,4 +76,5 @@ def test_resumed_warm_start_equals_the_uninterrupted_one(tiny_dir, tmp_path) -> 
     a, b = from_pretrained(straight), from_pretrained(resumed)
     np.testing.assert_array_equal(np.asarray(a.embed_tokens[...]), np.asarray(b.embed_tokens[...]))
     assert not np.array_equal(np.asarray(a.embed_tokens[...]), np.asarray(from_pretrained(path).embed_tokens[...]))
-    assert len((tmp_path / "b" / "metrics.jsonl").read_text().splitlines()) == 3
+    assert len((tmp_path / "b" / "metrics.jsonl").read_text().splitlines()) == drills + 3
+    assert resumed.name == f"v{drills + 3}"

@@ -1,0 +1,53 @@
+"""Copy drills: the one skill a pretrained LLM brings to tool use that a policy made on the spot lacks.
+
+A real Qwen copies an id it was just told into a tool call without thinking; the laptop demo's tiny Qwen is
+initialised at random, and its few hundred demonstrations teach the conversation's shape long before they
+teach copying: teacher-forced, it predicted 22% of the digits its calls copy after 120 warm-start updates
+(chance is 10%), so every task needing an id failed on every trial and GRPO saw no task in the middle bands.
+Short synthetic drills first (a user states one to three numbers, the assistant passes them to a tool call,
+in another order) let its attention learn to look a value up by its name and copy it digit by digit; the
+demonstrations then start from a model that copies (84% of the digits after the same 120 updates, measured).
+
+Each drill is rendered by the model's own chat template, so the drill and the episodes share every
+formatting token; only the assistant's tool call carries loss.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rollout.interpret.render import ChatRenderer
+from rollout.trajectory import Trajectory
+
+FIELDS = ("customer id", "line id", "card number", "PIN", "member id", "phone number", "account number",
+          "order number", "book id", "loan id")
+DIGITS = (4, 16)  # a drilled number's length range: PINs to card numbers
+ROW_LEN, ROWS = 256, 4  # one drill update: 4 packed rows of 256 tokens, about 25 drills
+TOOL = "record_details"
+
+
+def drill(renderer: ChatRenderer, rng: np.random.Generator) -> Trajectory:
+    """One drill: "My PIN is 4821 and my card number is 29087000107581." -> a `record_details` call with
+    those values keyed by snake-cased names, in a random order."""
+    names = [FIELDS[i] for i in rng.choice(len(FIELDS), size=int(rng.integers(1, 4)), replace=False)]
+    values = {name: "".join(map(str, rng.integers(0, 10, size=int(rng.integers(*DIGITS, endpoint=True)))))
+              for name in names}
+    said = " and ".join(f"my {name} is {value}" for name, value in values.items())
+    user = {"role": "user", "content": said[0].upper() + said[1:] + "."}
+    arguments = {names[i].lower().replace(" ", "_"): values[names[i]] for i in rng.permutation(len(names))}
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": TOOL, "arguments": arguments}}]}
+    prompt, sampled = renderer.first_prompt([user]), renderer.assistant_ids([user, call])
+    ids = prompt + sampled
+    return Trajectory("copy-drill", "copy-drill", ids, [0] * len(prompt) + [1] * len(sampled), [0.0] * len(ids),
+                      [], 1.0, "agent_done")
+
+
+def drill_batch(renderer: ChatRenderer, seed: int, step: int) -> list[Trajectory]:
+    """The drills of update `step`: enough to fill ROWS rows of ROW_LEN tokens nine-tenths, a pure function of
+    (seed, step) so a resumed warm start draws what an uninterrupted one would."""
+    rng = np.random.default_rng([seed, step, 2])
+    batch: list[Trajectory] = []
+    while sum(len(t.token_ids) for t in batch) < ROWS * ROW_LEN * 0.9:
+        batch.append(drill(renderer, rng))
+    return batch

@@ -1,0 +1,42 @@
+"""Copy drills are episodes in the policy's own format: the interpreter reads the drilled call back with the
+values the user said, only that call carries loss, and a step's drills depend on (seed, step) alone."""
+
+import numpy as np
+import pytest
+
+from rollout.interpret import Interpreter
+from rollout.interpret.tools import ToolCatalog
+from tbjax.assets.tokenizer import train_tokenizer
+from tbjax.copy_drills import ROW_LEN, ROWS, TOOL, drill, drill_batch
+
+
+@pytest.fixture(scope="module")
+def interpreter() -> Interpreter:
+    return Interpreter(train_tokenizer())
+
+
+def test_the_drilled_call_carries_the_said_values_and_all_the_loss(interpreter) -> None:
+    catalog = ToolCatalog([{"name": TOOL, "parameters": {"type": "object", "additionalProperties": True}}])
+    reordered = 0
+    for seed in range(20):
+        trajectory = drill(interpreter, np.random.default_rng(seed))
+        start = trajectory.loss_mask.index(1)
+        sampled, prompt = trajectory.token_ids[start:], interpreter.decode(trajectory.token_ids[:start])
+        assert all(trajectory.loss_mask[start:]) and sampled[-1] == interpreter.end_of_turn_id
+        turn = interpreter.interpret(sampled, catalog)
+        assert not turn.malformed and [call.name for call in turn.tool_calls] == [TOOL]
+        arguments = turn.tool_calls[0].arguments
+        assert 1 <= len(arguments) <= 3
+        for name, value in arguments.items():
+            assert f"my {name.replace('_', ' ')} is {value}" in prompt.lower() and value.isdigit()
+        said_at = [prompt.lower().index(name.replace("_", " ")) for name in arguments]
+        reordered += said_at != sorted(said_at)
+    assert reordered  # the call names the values in another order than the user said them
+
+
+def test_a_steps_drills_depend_on_seed_and_step_only(interpreter) -> None:
+    first = drill_batch(interpreter, seed=0, step=5)
+    assert [t.token_ids for t in first] == [t.token_ids for t in drill_batch(interpreter, seed=0, step=5)]
+    assert [t.token_ids for t in first] != [t.token_ids for t in drill_batch(interpreter, seed=0, step=6)]
+    assert [t.token_ids for t in first] != [t.token_ids for t in drill_batch(interpreter, seed=1, step=5)]
+    assert sum(len(t.token_ids) for t in first) >= ROWS * ROW_LEN * 0.9
