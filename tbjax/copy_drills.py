@@ -22,14 +22,15 @@ from rollout.trajectory import Trajectory
 FIELDS = ("customer id", "line id", "card number", "PIN", "member id", "phone number", "account number",
           "order number", "book id", "loan id")
 DIGITS = (4, 16)  # a drilled number's length range: PINs to card numbers
+MAX_VALUES = 3  # numbers stated per drill, reached by the last third of the drills (see drill_batch)
 ROW_LEN, ROWS = 256, 4  # one drill update: 4 packed rows of 256 tokens, about 25 drills
 TOOL = "record_details"
 
 
-def drill(renderer: ChatRenderer, rng: np.random.Generator) -> Trajectory:
+def drill(renderer: ChatRenderer, rng: np.random.Generator, values: int = MAX_VALUES) -> Trajectory:
     """One drill: "My PIN is 4821 and my card number is 29087000107581." -> a `record_details` call with
-    those values keyed by snake-cased names, in a random order."""
-    names = [FIELDS[i] for i in rng.choice(len(FIELDS), size=int(rng.integers(1, 4)), replace=False)]
+    those values (1 to `values` of them) keyed by snake-cased names, in a random order."""
+    names = [FIELDS[i] for i in rng.choice(len(FIELDS), size=int(rng.integers(1, values + 1)), replace=False)]
     values = {name: "".join(map(str, rng.integers(0, 10, size=int(rng.integers(*DIGITS, endpoint=True)))))
               for name in names}
     said = " and ".join(f"my {name} is {value}" for name, value in values.items())
@@ -43,11 +44,15 @@ def drill(renderer: ChatRenderer, rng: np.random.Generator) -> Trajectory:
                       [], 1.0, "agent_done")
 
 
-def drill_batch(renderer: ChatRenderer, seed: int, step: int) -> list[Trajectory]:
-    """The drills of update `step`: enough to fill ROWS rows of ROW_LEN tokens nine-tenths, a pure function of
-    (seed, step) so a resumed warm start draws what an uninterrupted one would."""
+def drill_batch(renderer: ChatRenderer, seed: int, step: int, steps: int) -> list[Trajectory]:
+    """The drills of update `step` of `steps`: enough to fill ROWS rows of ROW_LEN tokens nine-tenths, a pure
+    function of its arguments so a resumed warm start draws what an uninterrupted one would. The first third
+    states one number per drill, the next up to two, the last up to MAX_VALUES: copying one number forms
+    within ~150 updates, while picking the named one of three from the start did not in 300 (nll stayed at
+    1.15 per trained token)."""
     rng = np.random.default_rng([seed, step, 2])
+    values = min(MAX_VALUES, 1 + step * MAX_VALUES // max(steps, 1))
     batch: list[Trajectory] = []
     while sum(len(t.token_ids) for t in batch) < ROWS * ROW_LEN * 0.9:
-        batch.append(drill(renderer, rng))
+        batch.append(drill(renderer, rng, values))
     return batch

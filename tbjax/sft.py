@@ -133,7 +133,7 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
         renderer = ChatRenderer(tokenizer)
         for step in range(start, total):
             if step < config.copy_drills:
-                batch, phase = drill_batch(renderer, config.seed, step), "copy drills"
+                batch, phase = drill_batch(renderer, config.seed, step, config.copy_drills), "copy drills"
                 shape = (DRILL_ROW_LEN, DRILL_ROWS)
             else:
                 batch, phase = step_batch(demos, step - config.copy_drills, config, digit_ids), "warm start"

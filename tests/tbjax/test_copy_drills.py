@@ -7,7 +7,7 @@ import pytest
 from rollout.interpret import Interpreter
 from rollout.interpret.tools import ToolCatalog
 from tbjax.assets.tokenizer import train_tokenizer
-from tbjax.copy_drills import ROW_LEN, ROWS, TOOL, drill, drill_batch
+from tbjax.copy_drills import MAX_VALUES, ROW_LEN, ROWS, TOOL, drill, drill_batch
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,16 @@ def test_the_drilled_call_carries_the_said_values_and_all_the_loss(interpreter) 
 
 
 def test_a_steps_drills_depend_on_seed_and_step_only(interpreter) -> None:
-    first = drill_batch(interpreter, seed=0, step=5)
-    assert [t.token_ids for t in first] == [t.token_ids for t in drill_batch(interpreter, seed=0, step=5)]
-    assert [t.token_ids for t in first] != [t.token_ids for t in drill_batch(interpreter, seed=0, step=6)]
-    assert [t.token_ids for t in first] != [t.token_ids for t in drill_batch(interpreter, seed=1, step=5)]
+    first = drill_batch(interpreter, seed=0, step=5, steps=30)
+    assert [t.token_ids for t in first] == [t.token_ids for t in drill_batch(interpreter, 0, 5, 30)]
+    assert [t.token_ids for t in first] != [t.token_ids for t in drill_batch(interpreter, 0, 6, 30)]
+    assert [t.token_ids for t in first] != [t.token_ids for t in drill_batch(interpreter, 1, 5, 30)]
     assert sum(len(t.token_ids) for t in first) >= ROWS * ROW_LEN * 0.9
+
+
+def test_drills_state_more_numbers_as_they_go(interpreter) -> None:
+    """Thirds of the drills: one number each, then up to two, then up to three (MAX_VALUES)."""
+    def most_values(step: int) -> int:
+        return max(interpreter.decode(t.token_ids).count(" is ") for t in drill_batch(interpreter, 0, step, 30))
+
+    assert [most_values(step) for step in (0, 9, 10, 19, 20, 29)] == [1, 1, 2, 2, MAX_VALUES, MAX_VALUES]
