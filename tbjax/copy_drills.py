@@ -20,7 +20,7 @@ from rollout.interpret.render import ChatRenderer
 from rollout.trajectory import Trajectory
 
 FIELDS = ("customer id", "line id", "card number", "PIN", "member id", "phone number", "account number",
-          "order number", "book id", "loan id")
+          "order number", "book id", "loan id", "date of birth", "booking date", "start date")
 DIGITS = (4, 16)  # a drilled number's length range: PINs to card numbers
 MAX_VALUES = 3  # numbers stated per drill, reached by the last third of the drills (see drill_batch)
 ROW_LEN, ROWS = 256, 4  # one drill update: 4 packed rows of 256 tokens, about 25 drills
@@ -31,7 +31,7 @@ def drill(renderer: ChatRenderer, rng: np.random.Generator, values: int = MAX_VA
     """One drill: "My PIN is 4821 and my card number is 29087000107581." -> a `record_details` call with
     those values (1 to `values` of them) keyed by snake-cased names, in a random order."""
     names = [FIELDS[i] for i in rng.choice(len(FIELDS), size=int(rng.integers(1, values + 1)), replace=False)]
-    values = {name: "".join(map(str, rng.integers(0, 10, size=int(rng.integers(*DIGITS, endpoint=True)))))
+    values = {name: _date(rng) if name.endswith("date") or name == "date of birth" else _number(rng)
               for name in names}
     said = " and ".join(f"my {name} is {value}" for name, value in values.items())
     user = {"role": "user", "content": said[0].upper() + said[1:] + "."}
@@ -42,6 +42,16 @@ def drill(renderer: ChatRenderer, rng: np.random.Generator, values: int = MAX_VA
     ids = prompt + sampled
     return Trajectory("copy-drill", "copy-drill", ids, [0] * len(prompt) + [1] * len(sampled), [0.0] * len(ids),
                       [], 1.0, "agent_done")
+
+
+def _number(rng: np.random.Generator) -> str:
+    return "".join(map(str, rng.integers(0, 10, size=int(rng.integers(*DIGITS, endpoint=True)))))
+
+
+def _date(rng: np.random.Generator) -> str:
+    """YYYY-MM-DD: its two-digit parts are too short for tbjax.fresh_values, so the demonstrations alone
+    teach a policy to recall months and days rather than copy them (it wrote 1995-0-16 for 1995-10-16)."""
+    return f"{rng.integers(1940, 2031)}-{rng.integers(1, 13):02d}-{rng.integers(1, 29):02d}"
 
 
 def drill_batch(renderer: ChatRenderer, seed: int, step: int, steps: int) -> list[Trajectory]:

@@ -17,7 +17,7 @@ def interpreter() -> Interpreter:
 
 def test_the_drilled_call_carries_the_said_values_and_all_the_loss(interpreter) -> None:
     catalog = ToolCatalog([{"name": TOOL, "parameters": {"type": "object", "additionalProperties": True}}])
-    reordered = 0
+    reordered = dates = 0
     for seed in range(20):
         trajectory = drill(interpreter, np.random.default_rng(seed))
         start = trajectory.loss_mask.index(1)
@@ -28,10 +28,12 @@ def test_the_drilled_call_carries_the_said_values_and_all_the_loss(interpreter) 
         arguments = turn.tool_calls[0].arguments
         assert 1 <= len(arguments) <= 3
         for name, value in arguments.items():
-            assert f"my {name.replace('_', ' ')} is {value}" in prompt.lower() and value.isdigit()
+            assert f"my {name.replace('_', ' ')} is {value}" in prompt.lower() and value.replace("-", "").isdigit()
+            dates += name.endswith("date") or name == "date_of_birth"
         said_at = [prompt.lower().index(name.replace("_", " ")) for name in arguments]
         reordered += said_at != sorted(said_at)
     assert reordered  # the call names the values in another order than the user said them
+    assert dates  # dates are drilled too
 
 
 def test_a_steps_drills_depend_on_seed_and_step_only(interpreter) -> None:
