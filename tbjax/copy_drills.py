@@ -2,11 +2,12 @@
 
 A real Qwen copies an id it was just told into a tool call without thinking; the laptop demo's tiny Qwen is
 initialised at random, and its few hundred demonstrations teach the conversation's shape long before they
-teach copying: teacher-forced, it predicted 22% of the digits its calls copy after 120 warm-start updates
-(chance is 10%), so every task needing an id failed on every trial and GRPO saw no task in the middle bands.
-Short synthetic drills first (a user states one to three numbers, the assistant passes them to a tool call,
-in another order) let its attention learn to look a value up by its name and copy it digit by digit; the
-demonstrations then start from a model that copies (84% of the digits after the same 120 updates, measured).
+teach copying: teacher-forced after 120 demonstration updates, it predicted 22% of the digits of the values its
+calls copy (chance is 10%), so every task needing an id failed on every trial and GRPO saw no task in the
+middle bands. Short synthetic drills first (a user states one to three
+numbers or dates, the assistant passes them to a tool call, in another order) let its attention learn to look
+a value up by its name and copy it digit by digit: after 400 drill updates and the same 120, 92% of the first
+digits and 96% of the later ones.
 
 Each drill is rendered by the model's own chat template, so the drill and the episodes share every
 formatting token; only the assistant's tool call carries loss.

@@ -30,6 +30,7 @@ import numpy as np
 
 from tbjax.mesh import MeshSpec
 from tbjax.models import ModelConfig
+from tbjax.packing import FIELDS
 from tbjax.sharding import ShardingRules
 from tbjax.train_step import TrainState
 
@@ -116,7 +117,8 @@ def estimate_update(cfg: ModelConfig, spec: MeshSpec, rules: ShardingRules, stat
                + LAYER_WEIGHT_COPIES * layer_params) * c
     attention, note = _attention(cfg, rows, seq, heads, c)
     vocabulary = VOCAB_TABLE_COPIES * cfg.vocab_size * d * c + 2 * tokens * min(shape.logprob_chunk, cfg.vocab_size) * 4
-    batch = 8 * shape.micro_batches * rows * seq * 4  # eight int32/float32 fields per token
+    # eight int32/float32 fields per token, and the head's int32 index of trained positions at its widest
+    batch = (len(FIELDS) + 1) * shape.micro_batches * rows * seq * 4
     return MemoryPlan(
         params=param_bytes, optimizer=_shard_bytes(state.opt_state),
         gradients=param_elements * (itemsize + (2 * 4 if shape.micro_batches > 1 else 0)),
