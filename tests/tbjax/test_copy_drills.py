@@ -7,7 +7,7 @@ import pytest
 from rollout.interpret import Interpreter
 from rollout.interpret.tools import ToolCatalog
 from tbjax.assets.tokenizer import train_tokenizer
-from tbjax.copy_drills import MAX_VALUES, ROW_LEN, ROWS, TOOL, drill, drill_batch
+from tbjax.copy_drills import DATE_FIELDS, MAX_VALUES, ROW_LEN, ROWS, TOOL, drill, drill_batch
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_the_drilled_call_carries_the_said_values_and_all_the_loss(interpreter) 
         assert 1 <= len(arguments) <= 3
         for name, value in arguments.items():
             assert f"my {name.replace('_', ' ')} is {value}" in prompt.lower() and value.replace("-", "").isdigit()
-            dates += name.endswith("date") or name == "date_of_birth"
+            dates += name.replace("_", " ") in DATE_FIELDS
         said_at = [prompt.lower().index(name.replace("_", " ")) for name in arguments]
         reordered += said_at != sorted(said_at)
     assert reordered  # the call names the values in another order than the user said them
