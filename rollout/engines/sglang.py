@@ -118,7 +118,7 @@ class SGLangEngine:
         """One attempt: the Generation, or why it failed in a way worth retrying elsewhere. Failures a
         retry cannot fix raise."""
         try:
-            response = await self._client.post(f"{server.url}/generate", json=payload)
+            response = await self._post_once_more_if_dropped(f"{server.url}/generate", payload)
         except httpx.TimeoutException as e:
             return self._bench(server, f"timed out ({type(e).__name__})")
         except httpx.TransportError as e:
@@ -218,7 +218,7 @@ class SGLangEngine:
     async def _admin(self, server: Server, path: str, body: dict[str, Any]) -> None:
         url = f"{server.url}{path}"
         try:
-            response = await self._post_once_more_if_dropped(url, body)
+            response = await self._post_once_more_if_dropped(url, body, self.config.admin_timeout_s)
         except httpx.HTTPError as e:
             raise EngineError(f"{url} unreachable ({type(e).__name__}: {e}); restart the server or drop it "
                               f"from the URL list") from e
@@ -229,16 +229,20 @@ class SGLangEngine:
         elif response.status_code >= 400:
             raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
 
-    async def _post_once_more_if_dropped(self, url: str, body: dict[str, Any]) -> httpx.Response:
-        """Admin calls come seconds to minutes apart (around each update), longer than SGLang's uvicorn keeps
-        an idle connection (5 s): a request sent as the server closes the pooled connection is dropped
-        unanswered. Sent again once on a fresh connection; a server that is really gone fails again."""
+    async def _post_once_more_if_dropped(self, url: str, body: dict[str, Any],
+                                         timeout: float | None = None) -> httpx.Response:
+        """Admin calls come seconds to minutes apart (around each update), and a generate moved to another
+        server after a failure may find its pooled connection idle for as long, longer than SGLang's uvicorn
+        keeps an idle connection (5 s): a request sent as the server closes that connection is dropped
+        unanswered (CI saw both). Sent again once on a fresh connection; a server that is really gone fails
+        again, and that failure counts."""
+        limit = self._client.timeout if timeout is None else timeout
         try:
-            return await self._client.post(url, json=body, timeout=self.config.admin_timeout_s)
+            return await self._client.post(url, json=body, timeout=limit)
         except (httpx.ReadError, httpx.RemoteProtocolError) as e:
             log.info("%s: the connection closed under the request (%s: %s); sending it once more",
                      url, type(e).__name__, e)
-            return await self._client.post(url, json=body, timeout=self.config.admin_timeout_s)
+            return await self._client.post(url, json=body, timeout=limit)
 
     @staticmethod
     def _check_loaded(response: httpx.Response, url: str, model_path: str) -> None:
