@@ -1,18 +1,23 @@
-"""Admin calls survive a kept-alive connection the server closes under them: a real HTTP server on 127.0.0.1
-that drops the first `drops` requests unanswered (what uvicorn's 5 s keep-alive close looks like to a client
-that sent just then) and answers the rest."""
+"""Admin calls and generates survive a kept-alive connection the server closes under them: a real HTTP server
+on 127.0.0.1 that drops the first `drops` requests unanswered (what uvicorn's 5 s keep-alive close looks like
+to a client that sent just then) and answers the rest."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
-from rollout.engine import EngineError
+from rollout.engine import EngineError, SamplingParams
 from rollout.engines.sglang import SGLangEngine
 
+GENERATED = {"text": "<7>", "output_ids": [7], "meta_info": {
+    "id": "r", "finish_reason": {"type": "length"}, "prompt_tokens": 3, "completion_tokens": 1,
+    "cached_tokens": 0, "output_token_logprobs": [[-0.25, 7, None]]}}
 
-async def serve(drops: int) -> tuple[asyncio.base_events.Server, list[str]]:
+
+async def serve(drops: int, reply: dict | None = None) -> tuple[asyncio.base_events.Server, list[str]]:
     seen: list[str] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -22,7 +27,9 @@ async def serve(drops: int) -> tuple[asyncio.base_events.Server, list[str]]:
         await reader.readexactly(length)
         seen.append(head.split(b" ")[1].decode())
         if len(seen) > drops:
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+            body = json.dumps(reply or {}).encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                         + str(len(body)).encode() + b"\r\n\r\n" + body)
             await writer.drain()
         writer.close()
 
@@ -47,3 +54,19 @@ def test_a_dropped_admin_request_is_sent_once_more(drops: int) -> None:
         return seen
 
     assert asyncio.run(scenario()) == ["/resume_memory_occupation"] * 2
+
+
+def test_a_dropped_generate_is_sent_once_more_before_it_counts_against_the_server() -> None:
+    async def scenario():
+        server, seen = await serve(1, GENERATED)
+        port = server.sockets[0].getsockname()[1]
+        engine = SGLangEngine.from_urls([f"http://127.0.0.1:{port}"], max_attempts=1)
+        try:
+            generation = await engine.generate([1, 2, 3], SamplingParams(max_new_tokens=1, temperature=0.0))
+        finally:
+            await engine.close()
+            server.close()
+        return generation, seen
+
+    generation, seen = asyncio.run(scenario())
+    assert seen == ["/generate"] * 2 and generation.output_ids == (7,) and generation.logprobs == (-0.25,)
