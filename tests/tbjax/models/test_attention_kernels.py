@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from tbjax.mesh import make_mesh, parse_mesh_spec
-from tbjax.models.attention_kernels import attend, causal_segment_mask, cudnn_attention, xla_attention
+from tbjax.models.attention_kernels import (
+    attend,
+    causal_attention,
+    causal_segment_mask,
+    cudnn_attention,
+    xla_attention,
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +53,14 @@ def test_packed_attention_equals_separate_documents(qkv_and_segments):
     np.testing.assert_allclose(packed[:1, :100], alone, atol=1e-5)
     second = attend("xla", q[:1, 100:], k[:1, 100:], v[:1, 100:], jnp.ones((1, 156), jnp.int32))
     np.testing.assert_allclose(packed[:1, 100:], second, atol=1e-5)
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 4, 7])
+def test_query_blocks_equal_the_whole_masked_attention(qkv_and_segments, blocks):
+    """Blocks that skip the keys after their own end (3 and 7 leave a shorter last block) change nothing."""
+    q, k, v, segments = qkv_and_segments
+    whole = xla_attention(q, k, v, causal_segment_mask(segments, segments))
+    np.testing.assert_allclose(causal_attention(q, k, v, segments, blocks), whole, atol=1e-5)
 
 
 def test_cudnn_wrapper_matches_xla_reference(qkv_and_segments):
