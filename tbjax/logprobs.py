@@ -2,17 +2,29 @@
 
 A [tokens, vocab] float32 logits matrix is the largest tensor of a GRPO step (8k tokens x 151k vocab =
 4.9 GB); here only [tokens, chunk] exists at once: a scan over vocabulary chunks keeps a running max,
-log-sum-exp and entropy accumulator, and picks each target's logit from the chunk that holds it. With several
-chunks the chunk body is rematerialised, so the backward pass does not keep every chunk's logits either;
-with one chunk (chunk >= vocab) it is not: the head's backward runs first, while every activation of the
-trunk is still alive, so recomputing a lone chunk would cost a fourth vocabulary matmul and save next to no peak
-memory (a third of this head's time for a 48M Qwen3 on CPU, scripts/bench/grpo_step.py).
+log-sum-exp and entropy accumulator, and picks each target's logit from the chunk that holds it. When
+all the logits would be large (over `KEEP_LOGITS_BYTES`) the chunk body is rematerialised, so the backward
+pass does not keep every chunk's logits either. Below that, or with one chunk (chunk >= vocab), they are
+kept: the head's backward runs first, while every activation of the trunk is still alive, so recomputing
+would cost a fourth vocabulary matmul and save next to no peak memory (a sixth of a 48M Qwen3's GRPO update
+on CPU, scripts/bench/grpo_step.py).
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+
+# Logits up to this size are kept for the backward pass, not recomputed (see above): a 27B step's
+# [8k tokens, 151k vocab] logits (4.9 GB) stay far above it, a laptop step's tens of MB below.
+KEEP_LOGITS_BYTES = 256 << 20
+
+
+def kept_logits_bytes(tokens: int, vocab: int) -> int:
+    """The float32 logits a step of `tokens` head positions keeps for its backward pass (0: recomputed)."""
+    size = tokens * vocab * 4
+    return size if size <= KEEP_LOGITS_BYTES else 0
 
 
 def chunked_logprobs(hidden: jax.Array, table: jax.Array, targets: jax.Array, temperature: float = 1.0,
@@ -26,14 +38,15 @@ def chunked_logprobs(hidden: jax.Array, table: jax.Array, targets: jax.Array, te
         table = jnp.concatenate([table, jnp.zeros((pad, table.shape[1]), table.dtype)])
     chunks = table.reshape(-1, chunk, table.shape[1])
     lead = hidden.shape[:-1]
+    flat_hidden = hidden.reshape(-1, hidden.shape[-1])  # one leading dim: see tbjax.models.layers.flat_dot
     neg_inf = jnp.full(lead, -jnp.inf, jnp.float32)
     zeros = jnp.zeros(lead, jnp.float32)
 
     def body(carry, inputs):
         running_max, sum_exp, sum_exp_z, target_logit = carry
         index, weights = inputs
-        z = jnp.einsum("...d,vd->...v", hidden, weights.astype(hidden.dtype),
-                       preferred_element_type=jnp.float32) / temperature
+        z = jnp.einsum("nd,vd->nv", flat_hidden, weights.astype(hidden.dtype),
+                       preferred_element_type=jnp.float32).reshape(*lead, chunk) / temperature
         if pad:  # padding columns take no probability (a full pass over the chunk, so only when there are any)
             z = jnp.where(index * chunk + jnp.arange(chunk) < vocab, z, -jnp.inf)
         new_max = jnp.maximum(running_max, jnp.max(z, axis=-1))
@@ -48,7 +61,7 @@ def chunked_logprobs(hidden: jax.Array, table: jax.Array, targets: jax.Array, te
         target_logit = jnp.where(in_chunk, picked, target_logit)
         return (new_max, sum_exp, sum_exp_z, target_logit), None
 
-    if chunks.shape[0] > 1:
+    if chunks.shape[0] > 1 and kept_logits_bytes(flat_hidden.shape[0], vocab) == 0:
         body = jax.checkpoint(body)
     (m, s, sz, target_logit), _ = jax.lax.scan(body, (neg_inf, zeros, zeros, zeros),
                                                (jnp.arange(chunks.shape[0]), chunks))

@@ -16,7 +16,8 @@ of our update (tbjax.train_step), with counts read from TPU compiles of the 27B 
 - attention: xla materialises scores [heads, seq, seq] per row; cuDNN is handed the packed-segment mask,
   which it turns into a dense bias [seq, seq] per row; splash keeps O(seq) state;
 - the vocabulary: the embedding and unembedding tables gathered whole (lookup, chunked log-probs and their
-  gradients) and two [tokens, chunk] float32 logit chunks.
+  gradients) and two [tokens, chunk] float32 logit chunks, or all the logits where they are small enough
+  to be kept for the backward pass (tbjax.logprobs.KEEP_LOGITS_BYTES).
 MoE and hybrid (Gated DeltaNet) models are counted as a dense model of the same widths: rougher.
 """
 
@@ -28,6 +29,7 @@ import math
 import jax
 import numpy as np
 
+from tbjax.logprobs import kept_logits_bytes
 from tbjax.mesh import MeshSpec
 from tbjax.models import ModelConfig
 from tbjax.packing import FIELDS
@@ -116,7 +118,8 @@ def estimate_update(cfg: ModelConfig, spec: MeshSpec, rules: ShardingRules, stat
     working = (GATHERED_SEQUENCE_COPIES * tokens_full * d + MLP_INTERMEDIATE_COPIES * tokens_full * mlp
                + LAYER_WEIGHT_COPIES * layer_params) * c
     attention, note = _attention(cfg, rows, seq, heads, c)
-    vocabulary = VOCAB_TABLE_COPIES * cfg.vocab_size * d * c + 2 * tokens * min(shape.logprob_chunk, cfg.vocab_size) * 4
+    logits = max(2 * tokens * min(shape.logprob_chunk, cfg.vocab_size) * 4, kept_logits_bytes(tokens, cfg.vocab_size))
+    vocabulary = VOCAB_TABLE_COPIES * cfg.vocab_size * d * c + logits
     # eight int32/float32 fields per token, and the head's int32 index of trained positions at its widest
     batch = (len(FIELDS) + 1) * shape.micro_batches * rows * seq * 4
     return MemoryPlan(

@@ -1,5 +1,5 @@
-"""chunked_logprobs on the paths without vocabulary padding (no column mask, no NaN guard) and with a
-single chunk (no remat): values and gradients equal the dense computation; trained_logprobs (the head at
+"""chunked_logprobs on the paths without vocabulary padding (no column mask, no NaN guard), with a
+single chunk, and with several chunks kept or rematerialised: values and gradients equal the dense computation; trained_logprobs (the head at
 trained positions only) equals it where it computes."""
 
 import jax
@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tbjax import logprobs
 from tbjax.logprobs import chunked_logprobs, trained_logprobs
 from tbjax.packing import trained_positions
 
@@ -16,8 +17,10 @@ def dense(hidden, table, targets, temperature):
     return jnp.take_along_axis(logp, targets[..., None], -1)[..., 0], -(jnp.exp(logp) * logp).sum(-1)
 
 
+@pytest.mark.parametrize("keep_bytes", [0, logprobs.KEEP_LOGITS_BYTES])  # 0: every multi-chunk body is remat
 @pytest.mark.parametrize("chunk", [8, 32, 64])  # four chunks; one exact chunk; one chunk wider than the vocab
-def test_unpadded_and_single_chunk_equal_the_dense_computation(chunk):
+def test_unpadded_and_single_chunk_equal_the_dense_computation(chunk, keep_bytes, monkeypatch):
+    monkeypatch.setattr(logprobs, "KEEP_LOGITS_BYTES", keep_bytes)
     rng = np.random.default_rng(1)
     hidden = jnp.asarray(rng.normal(size=(2, 5, 8)), jnp.float32)
     table = jnp.asarray(rng.normal(size=(32, 8)), jnp.float32)
@@ -34,6 +37,8 @@ def test_unpadded_and_single_chunk_equal_the_dense_computation(chunk):
     want = jax.grad(objective(lambda h, t: dense(h, t, targets, 0.8)), argnums=(0, 1))(hidden, table)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, atol=1e-5)
+    jaxpr = str(jax.make_jaxpr(lambda h: chunked_logprobs(h, table, targets, 0.8, chunk))(hidden))
+    assert ("checkpoint" in jaxpr or "remat" in jaxpr) == (chunk < 32 and keep_bytes == 0)
 
 
 def test_trained_positions_only_equal_the_full_head_there_and_zero_elsewhere():
