@@ -33,9 +33,8 @@ from rollout.oracle import demonstrations
 from rollout.records import atomic_write
 from rollout.trajectory import Trajectory
 from tbjax.checkpoint import Checkpointer
-from tbjax.copy_drills import ROW_LEN as DRILL_ROW_LEN
 from tbjax.copy_drills import ROWS as DRILL_ROWS
-from tbjax.copy_drills import drill_batch
+from tbjax.copy_drills import drill_batch, drill_row_len
 from tbjax.fresh_values import digit_token_ids, refresh_values
 from tbjax.grpo import LossConfig
 from tbjax.models import Qwen
@@ -134,7 +133,7 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
         for step in range(start, total):
             if step < config.copy_drills:
                 batch, phase = drill_batch(renderer, config.seed, step, config.copy_drills), "copy drills"
-                shape = (DRILL_ROW_LEN, DRILL_ROWS)
+                shape = (drill_row_len(step, config.copy_drills), DRILL_ROWS)
             else:
                 batch, phase = step_batch(demos, step - config.copy_drills, config, digit_ids), "warm start"
                 shape = (row_len, micro_batch_rows)
