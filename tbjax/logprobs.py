@@ -15,7 +15,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-
 # Logits up to this size are kept for the backward pass, not recomputed (see above): a 27B step's
 # [8k tokens, 151k vocab] logits (4.9 GB) stay far above it, a laptop step's tens of MB below.
 KEEP_LOGITS_BYTES = 256 << 20

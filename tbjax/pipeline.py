@@ -36,7 +36,7 @@ from rollout.evaluate import evaluate
 from rollout.evaluation.runner import token_trial_runner
 from rollout.evaluation.selection import SelectionConfig
 from rollout.interpret import Interpreter
-from rollout.plots import learning_curves_png
+from rollout.plots import learning_curves_png, read_steps
 from rollout.records import atomic_write
 from rollout.select import run_selection
 from tbjax.config import ConfigError, RunSection, TrainConfig
@@ -221,11 +221,12 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
             trained.close()
     with stage("compare"):
         learning_curves_png(root / "grpo" / "metrics.jsonl", root / "learning_curves.png")
+        steps = read_steps(root / "grpo" / "metrics.jsonl")
         if not heldout:
             return {}
         result = write_comparison(root / "eval" / "base" / "trials.jsonl", root / "eval" / "trained" / "trials.jsonl",
                                   root / "compare", names=("base", "trained"),
                                   resamples=config.evaluate.bootstrap_resamples, seed=config.evaluate.seed)
     console.print(results_table(result, clock.seconds, config.evaluate.heldout))
-    atomic_write(root / "results.md", results_markdown(result, clock.seconds, config))
+    atomic_write(root / "results.md", results_markdown(result, clock.seconds, config, steps))
     return result

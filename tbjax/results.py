@@ -1,9 +1,10 @@
 """The pipeline's closing report: base vs trained on held-out tasks (pass@1, pass@k, observed k/k, per domain,
-with paired bootstrap intervals), tokens, and wall time per stage; as a rich table for the console and as
-Markdown for results.md (which the README quotes verbatim)."""
+with paired bootstrap intervals), tokens, wall time per stage and the GRPO learning curve; as a rich table
+for the console and as Markdown for results.md (which the README quotes verbatim)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
@@ -82,7 +83,21 @@ def results_table(result: dict[str, Any], seconds: dict[str, float], heldout: st
     return table
 
 
-def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: TrainConfig) -> str:
+def curve_rows(steps: Sequence[dict[str, Any]]) -> list[Row]:
+    """The learning curve as table rows, from rollout.plots.read_steps' rows: per GRPO step the groups with
+    a learning signal, reward mean and pass rate, and the update (its loss and grad norm, or skipped)."""
+    rows = []
+    for row in steps:
+        groups = row.get("groups_informative", 0) + row.get("groups_dropped", 0)
+        update = "skipped (no informative group)" if row.get("skipped") else \
+            f"loss {row['loss']:+.4f}, grad norm {row['grad_norm']:.3f}"
+        rows.append((str(row["step"]), f"{row.get('groups_informative', 0)} of {groups}",
+                     _pct(row.get("reward_mean")), _pct(row.get("pass_rate")), update))
+    return rows
+
+
+def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: TrainConfig,
+                     steps: Sequence[dict[str, Any]] = ()) -> str:
     a = result["a"]
     lines = [f"{HELDOUT_KINDS[config.evaluate.heldout].capitalize()}: {a['tasks']} tasks x {a['k']} trials each, "
              "the same sampling seeds for both policies; "
@@ -95,4 +110,8 @@ def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: 
               "| stage | wall time |", "|---|---|"]
     lines += [f"| {name} | {s:.0f} s |" for name, s in seconds.items()]
     lines += [f"| total | {sum(seconds.values()) / 60:.1f} min |", ""]
+    if steps:
+        lines += ["Learning curve (GRPO, `grpo/metrics.jsonl`; plotted in `learning_curves.png`):", "",
+                  "| step | informative groups | reward mean | pass rate | update |", "|---|---|---|---|---|"]
+        lines += [f"| {' | '.join(row)} |" for row in curve_rows(steps)] + [""]
     return "\n".join(lines)

@@ -42,7 +42,7 @@ def assistant_turns(interpreter, trajectory):
 def test_the_drilled_calls_carry_the_said_values_and_all_the_loss(interpreter, lookups) -> None:
     catalog = ToolCatalog([{"name": name, "parameters": {"type": "object", "additionalProperties": True}}
                            for name in (TOOL, LOOKUP_TOOL)])
-    reordered = kinds = 0
+    reordered = 0
     seen_kinds = set()
     for seed in range(20):
         trajectory = drill(interpreter, np.random.default_rng(seed), lookups=lookups)
@@ -51,7 +51,8 @@ def test_the_drilled_calls_carry_the_said_values_and_all_the_loss(interpreter, l
         said = interpreter.decode(trajectory.token_ids).split("<|im_end|>")[0].lower()  # the user turn
         for number, (before, ids) in enumerate(turns):
             turn = interpreter.interpret(ids, catalog)
-            assert not turn.malformed and [c.name for c in turn.tool_calls] == [TOOL if number == lookups else LOOKUP_TOOL]
+            expected = TOOL if number == lookups else LOOKUP_TOOL
+            assert not turn.malformed and [c.name for c in turn.tool_calls] == [expected]
             assert before.count("<tool_response>") == number  # each lookup was answered before the next call
             arguments = turn.tool_calls[0].arguments
             assert 1 <= len(arguments) <= 3

@@ -1,6 +1,6 @@
-"""chunked_logprobs on the paths without vocabulary padding (no column mask, no NaN guard), with a
-single chunk, and with several chunks kept or rematerialised: values and gradients equal the dense computation; trained_logprobs (the head at
-trained positions only) equals it where it computes."""
+"""chunked_logprobs on the paths without vocabulary padding (no column mask, no NaN guard), with a single
+chunk, and with several chunks kept or rematerialised: values and gradients equal the dense computation;
+trained_logprobs (the head at trained positions only) equals it where it computes."""
 
 import jax
 import jax.numpy as jnp

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import transformers
 
+from rollout.plots import read_steps
 from tbjax.config import load_config
 from tbjax.pipeline import STAGES, split_heldout
 
@@ -58,7 +59,10 @@ def test_every_stage_writes_its_files_and_the_report_parses(first: Path) -> None
     assert compare["a"]["tasks"] == compare["b"]["tasks"] == 4 and compare["a"]["k"] == 2
     assert 0.0 <= compare["b"]["pass@1"] <= 1.0
     assert json.loads((first / "stages.json").read_text()).keys() == set(STAGES)
-    assert "| pass@1 |" in (first / "results.md").read_text()
+    report = (first / "results.md").read_text()
+    assert "| pass@1 |" in report
+    curve = [line for line in report.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
+    assert len(curve) == len(read_steps(first / "grpo" / "metrics.jsonl"))  # one row per GRPO step
     trained = first.parents[1] / json.loads((first / "grpo/summary.json").read_text())["export"]  # cwd-relative
     assert transformers.AutoModelForCausalLM.from_pretrained(trained).config.hidden_size == 128
 
