@@ -12,8 +12,6 @@ on CPU, scripts/bench/grpo_step.py).
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 
@@ -39,14 +37,15 @@ def chunked_logprobs(hidden: jax.Array, table: jax.Array, targets: jax.Array, te
         table = jnp.concatenate([table, jnp.zeros((pad, table.shape[1]), table.dtype)])
     chunks = table.reshape(-1, chunk, table.shape[1])
     lead = hidden.shape[:-1]
+    flat_hidden = hidden.reshape(-1, hidden.shape[-1])  # one leading dim: see tbjax.models.layers.flat_dot
     neg_inf = jnp.full(lead, -jnp.inf, jnp.float32)
     zeros = jnp.zeros(lead, jnp.float32)
 
     def body(carry, inputs):
         running_max, sum_exp, sum_exp_z, target_logit = carry
         index, weights = inputs
-        z = jnp.einsum("...d,vd->...v", hidden, weights.astype(hidden.dtype),
-                       preferred_element_type=jnp.float32) / temperature
+        z = jnp.einsum("nd,vd->nv", flat_hidden, weights.astype(hidden.dtype),
+                       preferred_element_type=jnp.float32).reshape(*lead, chunk) / temperature
         if pad:  # padding columns take no probability (a full pass over the chunk, so only when there are any)
             z = jnp.where(index * chunk + jnp.arange(chunk) < vocab, z, -jnp.inf)
         new_max = jnp.maximum(running_max, jnp.max(z, axis=-1))
@@ -61,7 +60,7 @@ def chunked_logprobs(hidden: jax.Array, table: jax.Array, targets: jax.Array, te
         target_logit = jnp.where(in_chunk, picked, target_logit)
         return (new_max, sum_exp, sum_exp_z, target_logit), None
 
-    if chunks.shape[0] > 1 and kept_logits_bytes(math.prod(lead), vocab) == 0:
+    if chunks.shape[0] > 1 and kept_logits_bytes(flat_hidden.shape[0], vocab) == 0:
         body = jax.checkpoint(body)
     (m, s, sz, target_logit), _ = jax.lax.scan(body, (neg_inf, zeros, zeros, zeros),
                                                (jnp.arange(chunks.shape[0]), chunks))

@@ -122,8 +122,9 @@ class Qwen(nnx.Module):
     def logits(self, hidden: jax.Array) -> jax.Array:
         """hidden: [..., embed] -> [..., vocab] float32 (tied models reuse the embedding table)."""
         table = self.embed_tokens if self.lm_head is None else self.lm_head
-        return jnp.einsum("...d,vd->...v", hidden, table[...].astype(hidden.dtype),
-                          preferred_element_type=jnp.float32)
+        flat = hidden.reshape(-1, hidden.shape[-1])  # see layers.flat_dot
+        logits = jnp.einsum("nd,vd->nv", flat, table[...].astype(hidden.dtype), preferred_element_type=jnp.float32)
+        return logits.reshape(*hidden.shape[:-1], logits.shape[-1])
 
     def _constrain(self, x: jax.Array) -> jax.Array:
         return shard_activation(x, ("batch", "seq", "act_embed"), self.mesh, self.rules)
