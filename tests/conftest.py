@@ -13,16 +13,26 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 
-@pytest.fixture(autouse=True, scope="module")
+MAPS_BEFORE_RELEASE = 16_000  # a heavy test adds a few thousand; Linux's vm.max_map_count is 65530
+PROCESS_MAPS = Path("/proc/self/maps")
+
+
+@pytest.fixture(autouse=True)
 def release_compiled_programs():
-    """Drop JAX's compiled programs after each test module. XLA's CPU programs keep their JIT code mapped
-    (a few memory maps per program, hundreds for a model update) until their cache entries go; the whole
-    suite in one process otherwise crosses Linux's vm.max_map_count (65530) and XLA dies mid-compile
-    (SIGSEGV/SIGABRT in whichever test compiles next). Modules that never import jax pay nothing."""
+    """Drop JAX's compiled programs once the process holds many memory maps. XLA's CPU programs keep their
+    JIT code mapped (about 180 maps for a small model's forward+backward) until their cache entries go; the
+    whole suite in one process crossed vm.max_map_count and XLA died mid-compile (SIGSEGV/SIGABRT in
+    whichever test compiled next). Dropping only above a threshold keeps the programs that a module's tests
+    share, so they are not compiled again for every test."""
     yield
-    if "jax" in sys.modules:
+    if "jax" in sys.modules and PROCESS_MAPS.exists() and _count_lines(PROCESS_MAPS) > MAPS_BEFORE_RELEASE:
         sys.modules["jax"].clear_caches()
         gc.collect()
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(1 for _ in f)
 
 
 @pytest.fixture(scope="session")

@@ -8,12 +8,15 @@ engine's behaviour log-probs to (e2e_support.check_trajectory). For the same rea
 rank a near-tie differently (a random tiny model's top two logits are sometimes ~1e-5 apart); only there may
 they part.
 
-The flags are the issue's measured set plus two that avoid bugs of sglang-jax 0.1.0rc0 on CPU that these
+The flags are the issue's measured set plus three that avoid bugs of sglang-jax 0.1.0rc0 on CPU that these
 tests found. `--disable-overlap-schedule`: with the overlap scheduler, every request but the first of a batch
 prefilled together decodes wrong tokens (log-probs off by up to 0.5, and the KV cache that later turns reuse
 is wrong too); without it, concurrent and one-at-a-time requests agree exactly. `--skip-tokenizer-init`: the
 detokenizer sometimes repeats 50 output ids of a long non-streamed generation (seen with 4 concurrent
 300-token requests); without a tokenizer the server answers token ids only, which is all the engine reads.
+`--skip-server-warmup`: sglang-jax answers GET /health before its own warm-up /generate (no log-probs) has
+run, and a decode batch that mixes that request with ours (log-probs of the output only) kills the scheduler
+(UnboundLocalError on next_token_logprobs; seen once in a full suite run, with both servers dead).
 Precompiling only small batch and token buckets keeps the start at ~15-30 s (the defaults precompile huge
 buckets and run out of memory). The KV pool stays small: the native attention backend's decode step costs in
 proportion to the whole pool (measured: 6.5 ms a token with 1024 tokens, ~75 ms with 8192).
@@ -40,7 +43,7 @@ SERVER_FLAGS = (
     "--device", "cpu", "--attention-backend", "native", "--max-total-tokens", "1024",
     "--max-running-requests", "4", "--chunked-prefill-size", "256", "--max-prefill-tokens", "256",
     "--precompile-token-paddings", "64", "256", "--precompile-bs-paddings", "1", "4", "--skip-tokenizer-init",
-    "--disable-overlap-schedule",
+    "--disable-overlap-schedule", "--skip-server-warmup",
 )
 # One CPU device (the test session forces 24 for its meshes), and no hub: the model is a local directory.
 SERVER_ENV = (("JAX_PLATFORMS", "cpu"), ("HF_HUB_OFFLINE", "1"), ("XLA_FLAGS", ""))
