@@ -2,9 +2,11 @@
 
 1. Parity: tiny random Qwen3 / Qwen2 / Qwen3-MoE made by torch + transformers; tbjax logits on the GPU (fp32,
    highest matmul precision) against transformers on the CPU.
-2. One GRPO update of the largest Qwen3 shape in SHAPES that fits: tokens/s and MFU (6 x params x tokens / s
+2. Attention kernels: `triton` (segment ids) against `cudnn` (dense mask) on a packed bf16 batch: max |diff| of
+   the output and of dq/dk/dv, and forward+backward time of each.
+3. One GRPO update of the largest Qwen3 shape in SHAPES that fits: tokens/s and MFU (6 x params x tokens / s
    over the chip's dense bf16 peak), bf16 params and compute, full remat, float32 AdamW moments.
-3. JaxEngine decode tokens/s at 1, 8, 32 and 64 concurrent sequences on the tiny model.
+4. JaxEngine decode tokens/s at 1, 8, 32 and 64 concurrent sequences on the tiny model.
 """
 
 from __future__ import annotations
@@ -45,6 +47,47 @@ def parity() -> None:
         got = np.asarray(from_pretrained(path)(jnp.asarray(ids, jnp.int32)))
         print(f"parity {arch:10s} on {jax.devices()[0].device_kind}: max |diff| {np.abs(got - ref).max():.2e}")
     jax.config.update("jax_default_matmul_precision", "default")
+
+
+def attention_kernels(rows: int = 2, seq: int = 8192, heads: int = 32, kv_heads: int = 8, steps: int = 10) -> None:
+    """triton exists so long packed rows fit (no dense mask); this says whether it agrees with cuDNN and what it
+    costs in time. Rows hold documents cut at random points and end in padding (segment 0)."""
+    from tbjax.models.attention_kernels import attend
+
+    rng = np.random.default_rng(0)
+    q, k, v = (jnp.asarray(rng.normal(size=(rows, seq, n, 128)), jnp.bfloat16) for n in (heads, kv_heads, kv_heads))
+    cuts = np.sort(rng.integers(1, seq, size=(rows, 7)), axis=1)
+    segments = 1 + (np.arange(seq)[None, :, None] >= cuts[:, None, :]).sum(-1)
+    segments[:, -300:] = 0
+    segments = jnp.asarray(segments, jnp.int32)
+    cotangent = jnp.asarray(rng.normal(size=q.shape), jnp.bfloat16)
+
+    def output_and_grads(impl: str):
+        def loss(q, k, v):
+            out = attend(impl, q, k, v, segments)
+            return jnp.sum(out.astype(jnp.float32) * cotangent), out
+        return jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))
+
+    results, seconds = {}, {}
+    try:
+        for impl in ("cudnn", "triton"):
+            step = output_and_grads(impl)
+            grads, out = jax.block_until_ready(step(q, k, v))  # compile
+            results[impl] = (out, *grads)
+            start = time.perf_counter()
+            for _ in range(steps):
+                jax.block_until_ready(step(q, k, v))
+            seconds[impl] = (time.perf_counter() - start) / steps
+    except Exception as error:  # noqa: BLE001 - report it and go on to the other checks
+        print(f"attention {impl}: failed ({type(error).__name__}: {str(error)[:300]})")
+        return
+    pairs = zip(("out", "dq", "dk", "dv"), results["triton"], results["cudnn"], strict=True)
+    diffs = ", ".join(f"{name} {float(jnp.abs(t.astype(jnp.float32) - c).max()):.2e} (|cudnn| up to "
+                      f"{float(jnp.abs(c).max()):.1e})" for name, t, c in pairs)
+    print(f"attention triton vs cudnn ({rows} x {seq} packed tokens, {heads}/{kv_heads} heads, bf16) on "
+          f"{jax.devices()[0].device_kind}: max |diff| {diffs}")
+    print(f"attention forward+backward: cudnn {seconds['cudnn'] * 1e3:.1f} ms, "
+          f"triton {seconds['triton'] * 1e3:.1f} ms, triton/cudnn {seconds['triton'] / seconds['cudnn']:.2f}x")
 
 
 def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
@@ -114,6 +157,7 @@ def engine_decode() -> None:
 if __name__ == "__main__":
     print(jax.__version__, jax.devices())
     parity()
+    attention_kernels()
     for shape in SHAPES:
         if grpo_update(shape):
             break

@@ -20,7 +20,7 @@ from tbjax.config import TrainConfig
 from tbjax.engine.device_step import step as engine_step
 from tbjax.engine.sampling import RowSampling
 from tbjax.loop import make_trainer
-from tbjax.memory_plan import UpdateShape
+from tbjax.memory_plan import UpdateShape, shard_bytes
 from tbjax.models import ModelConfig, Qwen
 from tbjax.models.decoding import KVCache
 from tbjax.sharding import ShardingRules, param_shardings
@@ -54,6 +54,36 @@ class CompiledStep:
         return self.arguments + self.outputs - self.aliased + self.temporaries + self.code
 
 
+@dataclasses.dataclass(frozen=True)
+class CompiledUpdate:
+    """The update's two programs (tbjax.train_step) and what stays on the device beside `accumulate` without
+    being one of its arguments: the optimizer state, unless it waits in host memory."""
+
+    accumulate: CompiledStep
+    apply: CompiledStep
+    resident: int
+    micro_batches: int
+
+    @property
+    def accumulate_peak(self) -> int:
+        return self.accumulate.peak + self.resident
+
+    @property
+    def peak(self) -> int:
+        return max(self.accumulate_peak, self.apply.peak)
+
+    @property
+    def flops(self) -> float | None:
+        """XLA's count per device for the step: every micro-batch's `accumulate` and one `apply`."""
+        if self.accumulate.flops is None or self.apply.flops is None:
+            return None
+        return self.accumulate.flops * self.micro_batches + self.apply.flops
+
+    @property
+    def seconds(self) -> float:
+        return self.accumulate.seconds + self.apply.seconds
+
+
 def update_shape(config: TrainConfig, trainer: GRPOTrainer) -> UpdateShape:
     """The batch of the run's largest step: every episode of the step's groups in a row of its own (packing
     only ever needs fewer rows)."""
@@ -70,8 +100,12 @@ def abstract_trainer(config: TrainConfig, cfg: ModelConfig, mesh: Mesh | Abstrac
     return make_trainer(config, model)
 
 
-def lower_update(trainer: GRPOTrainer, shape: UpdateShape) -> jax.stages.Lowered:
-    return trainer.lower((shape.micro_batches, shape.micro_batch_rows * shape.batch_shards, shape.row_len))
+def compile_update(trainer: GRPOTrainer, shape: UpdateShape, fast: bool = True) -> CompiledUpdate:
+    """Both programs of the run's update for the mesh's devices; OutOfMemory when either does not fit."""
+    programs = trainer.lower((shape.micro_batch_rows * shape.batch_shards, shape.row_len))
+    resident = 0 if trainer.offload_optimizer else shard_bytes(trainer.state_shapes().opt_state)
+    return CompiledUpdate(compile_lowered(programs.accumulate, fast), compile_lowered(programs.apply, fast),
+                          resident, shape.micro_batches)
 
 
 def lower_decode(cfg: ModelConfig, mesh: Mesh, rules: ShardingRules, slots: int, max_len: int) -> jax.stages.Lowered:

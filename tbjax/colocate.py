@@ -9,7 +9,9 @@ devices over twice, as one explicit state machine:
 
 - start (STARTING -> ROLLOUT): the trainer's state leaves for pinned host memory.
 - to the trainer: every server releases all its memory (/release_memory_occupation), then the trainer's
-  parameters and optimizer state come back to the device with their shardings.
+  parameters come back to the device with their shardings. The optimizer state stays in host memory: the
+  update brings it over only for its last program, AdamW's apply, so that the moments (twice the float32
+  parameters) never share the devices with the backward pass's gradients and activations.
 - to the engines: the servers resume their weights memory, the refresh publishes the new weights and the
   servers load them, the trainer's state leaves for host memory (its device buffers deleted), and only then
   do the servers resume their KV cache. The refresh runs while the trainer's state is still on the device,
@@ -39,6 +41,7 @@ from jax.experimental import multihost_utils
 
 from rollout.engines.sglang import CUDA_GRAPH, KV_CACHE, WEIGHTS
 from tbjax.offload import HostOffload
+from tbjax.train_step import TrainState
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +76,9 @@ class MemoryEngine(Protocol):
 
 
 class HoldsState(Protocol):
-    """The trainer's side: `state` is a pytree of jax Arrays (TrainState), replaced as it moves."""
+    """The trainer's side: its TrainState, replaced as it moves."""
 
-    state: Any
+    state: TrainState
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,13 +121,15 @@ class Handover:
         self._enter(Phase.ROLLOUT)
 
     async def to_trainer(self, trainer: HoldsState) -> None:
-        """ROLLOUT -> TRAINING: servers release everything, the trainer's state returns to the device."""
+        """ROLLOUT -> TRAINING: servers release everything, the trainer's parameters return to the device."""
         self._enter(Phase.HANDOVER_TO_TRAINER)
         if self.offload is not None:
             if self.engine is not None:
                 await self.engine.release_memory()
             self.barrier("rollout servers released their memory")
-            trainer.state = self.offload.to_device(trainer.state)
+            state = trainer.state
+            trainer.state = dataclasses.replace(state, params=self.offload.to_device(state.params),
+                                                step=self.offload.to_device(state.step))
         self._enter(Phase.TRAINING)
 
     async def to_engines(self, trainer: HoldsState, refresh: Callable[[], Awaitable[Any]]) -> None:

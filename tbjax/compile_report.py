@@ -19,11 +19,12 @@ from rich.table import Table
 
 from tbjax.aot import (
     CompiledStep,
+    CompiledUpdate,
     OutOfMemory,
     abstract_trainer,
     compile_lowered,
+    compile_update,
     lower_decode,
-    lower_update,
     update_shape,
 )
 from tbjax.aot_targets import Target, TargetError, tpu_devices
@@ -61,12 +62,12 @@ def plan_and_report(args: argparse.Namespace, target: Target) -> int:
                   f"attention {cfg.runtime.attention_impl}; mesh {spec.describe()}")
     trainer = abstract_trainer(config, cfg, mesh, rules)
     shape = update_shape(config, trainer)
-    estimate = estimate_update(cfg, spec, rules, trainer.state_shapes(), shape)
+    estimate = estimate_update(cfg, spec, rules, trainer.state_shapes(), shape, trainer.offload_optimizer)
     compiled, refusal = None, None
     if target.compiles:
         with console.status("compiling the GRPO update ahead of time"):
             try:
-                compiled = compile_lowered(lower_update(trainer, shape), fast=not args.full_optimization)
+                compiled = compile_update(trainer, shape, fast=not args.full_optimization)
             except OutOfMemory as error:
                 refusal = error
     budget = int(args.memory_gb * 1e9) if args.memory_gb else target.memory_bytes
@@ -101,8 +102,8 @@ def prepare(args: argparse.Namespace, target: Target) -> tuple[TrainConfig, Mode
 
 
 def for_target(cfg: ModelConfig, target: Target) -> ModelConfig:
-    """The config's model with the target platform's attention kernel (a cuDNN config compiles for a TPU
-    with splash), said aloud when it changes."""
+    """The config's model with the target platform's attention kernel (a cuDNN or triton config compiles for
+    a TPU with splash), said aloud when it changes."""
     impl = PLATFORM_ATTENTION.get(target.kind)
     if impl is None or cfg.runtime.attention_impl == impl:
         return cfg
@@ -128,7 +129,7 @@ def target_devices(target: Target) -> list:
     return devices[:target.devices]
 
 
-def judge(estimate: MemoryPlan, compiled: CompiledStep | None, refusal: OutOfMemory | None,
+def judge(estimate: MemoryPlan, compiled: CompiledUpdate | None, refusal: OutOfMemory | None,
           budget: int | None) -> Verdict:
     """The compiler's figure where there is one (also when it refused: its message says what it needed)."""
     if refusal:
@@ -139,7 +140,7 @@ def judge(estimate: MemoryPlan, compiled: CompiledStep | None, refusal: OutOfMem
 
 
 def print_update(config: TrainConfig, cfg: ModelConfig, shape: UpdateShape, estimate: MemoryPlan,
-                 compiled: CompiledStep | None, target: Target, verdict: Verdict) -> None:
+                 compiled: CompiledUpdate | None, target: Target, verdict: Verdict) -> None:
     console.print(f"GRPO update: {shape.micro_batches} micro-batch(es) x {shape.micro_batch_rows} row(s) per batch "
                   f"shard x {shape.row_len} tokens (every episode of {config.groups.groups} x "
                   f"{config.groups.group_size} in a row of its own: the largest step)")
@@ -154,13 +155,13 @@ def print_update(config: TrainConfig, cfg: ModelConfig, shape: UpdateShape, esti
     line = f"FLOPs per step: {flops:.3g} for {tokens:,} tokens (model arithmetic, {passes} forward passes' worth)"
     if compiled and compiled.flops:
         line += (f"; XLA's cost analysis says {compiled.flops:.3g} per device, counting each scanned loop body "
-                 "(layers, micro-batches, vocabulary chunks) once and no Pallas kernel")
+                 "(layers, vocabulary chunks) once and no Pallas kernel")
     console.print(line)
 
 
-def memory_table(estimate: MemoryPlan, compiled: CompiledStep | None, target: Target) -> Table:
-    """The estimate line by line; beside it what the compiler says, which it says only in total for the
-    temporaries (gradients and activations share one buffer pool)."""
+def memory_table(estimate: MemoryPlan, compiled: CompiledUpdate | None, target: Target) -> Table:
+    """The estimate line by line, then each program's peak beside the compiler's (which says only in total
+    what its temporaries hold: gradients and activations share one buffer pool)."""
     source = "compiled" if compiled else "analytic estimate: no AOT for GPUs" if not target.compiles else "refused"
     table = Table(title=f"bytes per device ({source})")
     table.add_column("")
@@ -168,14 +169,14 @@ def memory_table(estimate: MemoryPlan, compiled: CompiledStep | None, target: Ta
     if compiled:
         table.add_column("compiled", justify="right")
     for name, value in estimate.lines():
-        exact = name.startswith(("parameters", "optimizer state"))  # the program's inputs: shardings say
-        table.add_row(escape(name), decimal(value), *([decimal(value) if exact else ""] if compiled else []))
-    if compiled:
-        table.add_row("temporaries (gradients, activations)", decimal(estimate.gradients + estimate.activations),
-                      decimal(compiled.temporaries + compiled.outputs - compiled.aliased + compiled.code))
-        table.add_row("packed batch and scalars (arguments)", "",
-                      decimal(compiled.arguments - estimate.params - estimate.optimizer))
-    table.add_row("peak", decimal(estimate.total), *([decimal(compiled.peak)] if compiled else []))
+        table.add_row(escape(name), decimal(value), *([""] if compiled else []))
+    resident = " + the optimizer state" if not estimate.optimizer_on_host else ""
+    peaks = [(f"accumulate (a micro-batch forward and backward{resident})", estimate.backward_peak,
+              compiled and compiled.accumulate_peak),
+             ("apply (AdamW)", estimate.apply_peak, compiled and compiled.apply.peak),
+             ("peak", estimate.total, compiled and compiled.peak)]
+    for name, planned, measured in peaks:
+        table.add_row(name, decimal(planned), *([decimal(measured)] if compiled else []))
     return table
 
 
@@ -198,13 +199,17 @@ def print_decode(config: TrainConfig, cfg: ModelConfig, mesh, rules: ShardingRul
     return step
 
 
-def write_record(path: Path, target: Target, spec: MeshSpec, estimate: MemoryPlan, update: CompiledStep | None,
+def write_record(path: Path, target: Target, spec: MeshSpec, estimate: MemoryPlan, update: CompiledUpdate | None,
                  decode: CompiledStep | None, verdict: Verdict) -> None:
     """The plan as JSON, for CI and tests: bytes per device, the compiler's own figures beside the estimate."""
     record = {
         "target": target.text, "mesh": dict(spec.sizes), "fits": verdict.fits, "peak": verdict.peak,
-        "budget": verdict.budget, "estimate": {**dataclasses.asdict(estimate), "total": estimate.total},
-        "update": dataclasses.asdict(update) | {"peak": update.peak} if update else None,
+        "budget": verdict.budget,
+        "estimate": {**dataclasses.asdict(estimate), "backward_peak": estimate.backward_peak,
+                     "apply_peak": estimate.apply_peak, "total": estimate.total},
+        "update": dataclasses.asdict(update) | {
+            "accumulate_peak": update.accumulate_peak, "apply_peak": update.apply.peak, "peak": update.peak,
+        } if update else None,
         "decode": dataclasses.asdict(decode) | {"peak": decode.peak} if decode else None,
         "host_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
@@ -213,20 +218,23 @@ def write_record(path: Path, target: Target, spec: MeshSpec, estimate: MemoryPla
 
 def explain(estimate: MemoryPlan, cfg: ModelConfig, shape: UpdateShape, verdict: Verdict) -> str:
     """Which parts are large and the levers that shrink them."""
-    parts = sorted(estimate.lines(), key=lambda line: -line[1])[:3]
+    parts = sorted(estimate.peak_lines(), key=lambda line: -line[1])[:3]
     budget = decimal(verdict.budget) if verdict.budget else "the device's memory"
     text = (f"the update needs {decimal(verdict.peak)} per device, more than {budget}. Largest parts (estimate): "
             + ", ".join(f"{escape(name)} {decimal(value)}" for name, value in parts) + ".")
     names = {name.split(" (")[0] for name, _ in parts}
-    if names & {"parameters", "optimizer state", "gradients"}:
+    if names & {"parameters", "optimizer state", "gradient accumulator", "a micro-batch's gradient"}:
         text += (" State shrinks with a wider fsdp x tensor (the data axis replicates it): more devices, or "
                  "mesh.layout putting more of them on fsdp/tensor.")
+    if "optimizer state" in names and not estimate.optimizer_on_host:
+        text += " train.offload_optimizer=true keeps AdamW's moments in host memory through the backward pass."
     if names & {"residual checkpoints", "one layer's recompute and backward"}:
         text += (f" Activations scale with train.micro_batch_rows x train.row_len ({shape.micro_batch_rows} x "
                  f"{shape.row_len}) and shrink with tensor parallelism (the sequence splits over it).")
     if "attention" in names and cfg.runtime.attention_impl == "cudnn":
-        text += (" cuDNN is handed the packed-segment mask as a dense seq x seq bias per row; long packed rows "
-                 "need a kernel that takes segment ids instead.")
+        text += (" cuDNN is handed the packed-segment mask as a dense seq x seq bias per row; for long packed rows "
+                 "set model.attention_impl=triton (Pallas's Triton flash attention takes segment ids; rows a "
+                 "multiple of 128 tokens).")
     if "attention" in names and cfg.runtime.attention_impl == "xla":
         text += " xla attention materialises seq x seq scores: use the platform's fused kernel."
     return text

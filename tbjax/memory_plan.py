@@ -3,12 +3,14 @@
 GPU targets need it because XLA cannot compile for a GPU it does not have; every compiled target prints it
 beside the compiler's figure, so the estimate is checked each time it is used.
 
-Exact (their shardings are known): parameters, AdamW moments, the packed batch. Modelled on what XLA makes
-of our update (tbjax.train_step), with counts read from TPU compiles of the 27B reference layouts
-(tests/tbjax/test_compile_tpu.py keeps the total within 10% of the compiler's):
+The update is two programs (tbjax.train_step), so the device peaks twice: in `accumulate` (one micro-batch's
+forward and backward) and in `apply` (AdamW). Exact (their shardings are known): parameters, AdamW moments,
+the float32 gradient accumulator, a micro-batch of packed rows. Modelled on what XLA makes of our programs,
+with counts read from TPU compiles of the 27B reference layouts (tests/tbjax/test_compile_tpu.py keeps the
+peak within 10% of the compiler's):
+- the moments are on the device through `accumulate` unless they wait in host memory (offload_optimizer);
 - gradients: one micro-batch's gradient in the parameter dtype, which the scanned backward materialises whole,
-  and the float32 accumulator (sharded like the parameters) twice: XLA double-buffers the micro-batch loop's
-  carry. With a single micro-batch it folds the loop away and only the gradient itself remains;
+  beside the float32 accumulator;
 - residual checkpoints: with remat, the layer scan keeps each layer's input, [tokens on the device, hidden];
   without remat, every layer's intermediates;
 - one layer's recompute and backward: the sequence gathered for attention and the MLP ([tokens of the
@@ -17,7 +19,9 @@ of our update (tbjax.train_step), with counts read from TPU compiles of the 27B 
   which it turns into a dense bias [seq, seq] per row; splash keeps O(seq) state;
 - the vocabulary: the embedding and unembedding tables gathered whole (lookup, chunked log-probs and their
   gradients) and two [tokens, chunk] float32 logit chunks, or all the logits where they are small enough
-  to be kept for the backward pass (tbjax.logprobs.KEEP_LOGITS_BYTES).
+  to be kept for the backward pass (tbjax.logprobs.KEEP_LOGITS_BYTES);
+- apply: the parameters, the moments and the accumulator alone. XLA fuses AdamW element by element into the
+  donated buffers: the 27B reference's apply compiled for TPU v5p needed 0.5 GB of temporaries beside them.
 MoE and hybrid (Gated DeltaNet) models are counted as a dense model of the same widths: rougher.
 """
 
@@ -47,11 +51,13 @@ XLA_SCORE_COPIES = 3  # [heads / tensor, seq, seq] float32 per row: scores, prob
 
 @dataclasses.dataclass(frozen=True)
 class MemoryPlan:
-    """Bytes per device, by what holds them."""
+    """Bytes per device, by what holds them, and the two peaks they make."""
 
     params: int
     optimizer: int
-    gradients: int
+    optimizer_on_host: bool  # through `accumulate` (offload_optimizer, or colocated)
+    micro_gradient: int
+    accumulator: int
     residuals: int
     layer_working_set: int
     attention: int
@@ -60,21 +66,43 @@ class MemoryPlan:
     attention_note: str = ""
 
     @property
-    def total(self) -> int:
-        return (self.params + self.optimizer + self.gradients + self.residuals + self.layer_working_set
-                + self.attention + self.vocabulary + self.batch)
+    def gradients(self) -> int:
+        return self.micro_gradient + self.accumulator
 
     @property
     def activations(self) -> int:
         return self.residuals + self.layer_working_set + self.attention + self.vocabulary
 
+    @property
+    def backward_peak(self) -> int:
+        optimizer = 0 if self.optimizer_on_host else self.optimizer
+        return self.params + optimizer + self.gradients + self.activations + self.batch
+
+    @property
+    def apply_peak(self) -> int:
+        return self.params + self.optimizer + self.accumulator
+
+    @property
+    def total(self) -> int:
+        return max(self.backward_peak, self.apply_peak)
+
     def lines(self) -> list[tuple[str, int]]:
-        return [("parameters", self.params), ("optimizer state (AdamW moments, float32)", self.optimizer),
-                ("gradients (a micro-batch's + the float32 accumulator, double-buffered)", self.gradients),
+        """(what, bytes) for every part, in the order the report prints them."""
+        where = "in host memory until apply" if self.optimizer_on_host else "on the device throughout"
+        return [("parameters", self.params), (f"optimizer state (AdamW moments, float32, {where})", self.optimizer),
+                ("gradient accumulator (float32)", self.accumulator),
+                ("a micro-batch's gradient (parameter dtype)", self.micro_gradient),
                 ("residual checkpoints (one per layer)", self.residuals),
                 ("one layer's recompute and backward", self.layer_working_set),
                 (f"attention ({self.attention_note})", self.attention),
-                ("vocabulary tables and logit chunks", self.vocabulary), ("packed batch", self.batch)]
+                ("vocabulary tables and logit chunks", self.vocabulary), ("a micro-batch of packed rows", self.batch)]
+
+    def peak_lines(self) -> list[tuple[str, int]]:
+        """The lines of the program whose peak is the plan's peak: what would have to shrink."""
+        lines = self.lines()
+        if self.apply_peak > self.backward_peak:
+            return lines[:3]
+        return [line for i, line in enumerate(lines) if not (i == 1 and self.optimizer_on_host)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,10 +117,10 @@ class UpdateShape:
 
 
 def estimate_update(cfg: ModelConfig, spec: MeshSpec, rules: ShardingRules, state: TrainState,
-                    shape: UpdateShape) -> MemoryPlan:
+                    shape: UpdateShape, optimizer_on_host: bool) -> MemoryPlan:
     """`state`: the trainer's state as ShapeDtypeStructs with shardings (GRPOTrainer.state_shapes(), on a
-    real or abstract mesh)."""
-    param_bytes = _shard_bytes(state.params)
+    real or abstract mesh); `optimizer_on_host`: the moments wait in host memory through `accumulate`."""
+    param_bytes = shard_bytes(state.params)
     param_elements = sum(math.prod(_shard_shape(s)) for s in jax.tree.leaves(state.params))
     itemsize = np.dtype(cfg.param_dtype).itemsize
     c = np.dtype(cfg.compute_dtype).itemsize
@@ -121,10 +149,10 @@ def estimate_update(cfg: ModelConfig, spec: MeshSpec, rules: ShardingRules, stat
     logits = max(2 * tokens * min(shape.logprob_chunk, cfg.vocab_size) * 4, kept_logits_bytes(tokens, cfg.vocab_size))
     vocabulary = VOCAB_TABLE_COPIES * cfg.vocab_size * d * c + logits
     # eight int32/float32 fields per token, and the head's int32 index of trained positions at its widest
-    batch = (len(FIELDS) + 1) * shape.micro_batches * rows * seq * 4
+    batch = (len(FIELDS) + 1) * rows * seq * 4
     return MemoryPlan(
-        params=param_bytes, optimizer=_shard_bytes(state.opt_state),
-        gradients=param_elements * (itemsize + (2 * 4 if shape.micro_batches > 1 else 0)),
+        params=param_bytes, optimizer=shard_bytes(state.opt_state), optimizer_on_host=optimizer_on_host,
+        micro_gradient=param_elements * itemsize, accumulator=param_elements * 4,
         residuals=int(residuals), layer_working_set=int(working), attention=int(attention),
         vocabulary=int(vocabulary), batch=batch, attention_note=note)
 
@@ -135,12 +163,14 @@ def _attention(cfg: ModelConfig, rows: int, seq: int, heads: int, c: int) -> tup
         return XLA_SCORE_COPIES * rows * heads * seq * seq * 4, "xla: [heads, seq, seq] float32 scores"
     if impl == "cudnn":
         return rows * seq * seq * c, "cuDNN: the packed-segment mask as a dense [seq, seq] bias"
-    return 4 * rows * heads * seq * 4, "splash: O(seq) softmax statistics"
+    # the Pallas kernels repeat kv heads to the query heads (k, v and their gradients) and keep O(seq) statistics
+    return rows * heads * seq * (4 * cfg.head_dim * c + 4 * 4), f"{impl}: O(seq) state, kv heads repeated"
 
 
 def _shard_shape(leaf: jax.ShapeDtypeStruct) -> tuple[int, ...]:
     return leaf.sharding.shard_shape(leaf.shape) if leaf.sharding is not None else leaf.shape
 
 
-def _shard_bytes(tree) -> int:
+def shard_bytes(tree) -> int:
+    """Bytes of one device's shards of a tree of ShapeDtypeStructs."""
     return sum(math.prod(_shard_shape(s)) * np.dtype(s.dtype).itemsize for s in jax.tree.leaves(tree))

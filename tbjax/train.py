@@ -54,12 +54,16 @@ def print_plan(config: TrainConfig, model_config: ModelConfig) -> None:
     rules = ShardingRules()
     check_mesh_divides(model_config, spec, rules)
     trainer = abstract_trainer(config, model_config, spec.abstract(), rules)
-    plan = estimate_update(model_config, spec, rules, trainer.state_shapes(), update_shape(config, trainer))
+    plan = estimate_update(model_config, spec, rules, trainer.state_shapes(), update_shape(config, trainer),
+                           trainer.offload_optimizer)
     console.print(config.to_yaml())
     console.print(f"model: {model_config.model_type}, {model_config.num_params() / 1e9:.2f}B parameters")
-    console.print(f"mesh {spec.describe()}, per device (estimate): parameters {decimal(plan.params)} + optimizer "
-                  f"state {decimal(plan.optimizer)} + gradients {decimal(plan.gradients)} + activations "
-                  f"{decimal(plan.activations + plan.batch)} = {decimal(plan.total)}", soft_wrap=True)
+    optimizer = "in host memory" if plan.optimizer_on_host else decimal(plan.optimizer)
+    console.print(f"mesh {spec.describe()}, per device (estimate): backward pass: parameters {decimal(plan.params)} "
+                  f"+ optimizer state {optimizer} + gradients {decimal(plan.gradients)} + activations "
+                  f"{decimal(plan.activations + plan.batch)} = {decimal(plan.backward_peak)}; AdamW apply: "
+                  f"parameters + optimizer state {decimal(plan.optimizer)} + gradient accumulator = "
+                  f"{decimal(plan.apply_peak)}; peak {decimal(plan.total)}", soft_wrap=True)
 
 
 def summarise(model: Qwen, config: TrainConfig) -> Table:

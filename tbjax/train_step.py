@@ -1,9 +1,15 @@
-"""The GRPO update: one jitted function over the mesh with explicit shardings and donated buffers.
+"""The GRPO update as two jitted programs over the mesh, with explicit shardings and donated buffers.
 
-It scans over micro-batches of packed rows, accumulating float32 gradients of the loss numerators, divides
-once by the batch's denominator (so any split gives the full-batch gradient), clips by global norm and
-applies AdamW. Optimizer state is float32 whatever the parameter dtype: gradients and updates are computed
-in float32 and the result is cast back to the parameter dtype.
+`accumulate` runs one micro-batch of packed rows forward and backward and adds its float32 gradient of the
+loss numerators into an accumulator sharded like the parameters; `apply` divides once by the batch's
+denominator (so any split gives the full-batch gradient), clips by global norm and applies AdamW. Two
+programs rather than one scanned over micro-batches, because memory decides what the largest models can do:
+- a loop's carry is double-buffered by XLA, so a scanned accumulator costs twice its float32 bytes (13.6 GB
+  per H100 for the 27B reference); a donated argument of a program of its own costs them once;
+- AdamW's moments (twice the float32 parameters) are not needed until `apply`: with `offload_optimizer`
+  they wait in pinned host memory while gradients accumulate, which the reference run needs to fit 80 GB.
+Optimizer state is float32 whatever the parameter dtype: gradients and updates are computed in float32 and
+the result is cast back to the parameter dtype.
 
 The ratio's "old" log-probs are the trainer's own, recomputed in this step (stop-gradient): with one
 optimizer update per rollout batch they are the policy that sampled, up to engine/trainer numerics, which
@@ -13,6 +19,7 @@ truncated importance sampling against the engine's behaviour log-probs corrects.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -25,10 +32,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tbjax.grpo import LossConfig, policy_loss_terms
 from tbjax.logprobs import trained_logprobs
 from tbjax.models import Qwen
+from tbjax.offload import HostOffload
 from tbjax.packing import FIELD_DTYPES, FIELDS, HEAD_INDEX, PackedBatch
 from tbjax.sharding import ShardingRules, param_shardings
 
 Params = dict[str, Any]
+Sums = dict[str, jax.Array]  # metric and loss numerators, float32 scalars
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,25 +72,38 @@ class TrainState:
     step: jax.Array  # int32 scalar: optimizer updates applied
 
 
+@dataclasses.dataclass(frozen=True)
+class UpdatePrograms:
+    """The update's two programs lowered for one micro-batch shape (tbjax.aot compiles them)."""
+
+    accumulate: jax.stages.Lowered
+    apply: jax.stages.Lowered
+
+
 class GRPOTrainer:
-    """Owns the model structure, the optimizer and the compiled update for one mesh."""
+    """Owns the model structure, the optimizer and the compiled update for one mesh.
+
+    `offload_optimizer`: send the optimizer state to pinned host memory while gradients accumulate; it comes
+    back for `apply` and stays on the device after it, where checkpoints save it (a no-op, logged, where the
+    backend has no host memory kind)."""
 
     def __init__(self, model: Qwen, loss: LossConfig | None = None, optim: OptimConfig | None = None, *,
                  temperature: float = 1.0, logprob_chunk: int = 8192, mesh: Mesh | None = None,
-                 rules: ShardingRules | None = None):
+                 rules: ShardingRules | None = None, offload_optimizer: bool = False):
         self.loss, self.temperature, self.logprob_chunk = loss or LossConfig(), temperature, logprob_chunk
         self.graphdef, abstract = nnx.split(nnx.eval_shape(lambda: model))
         self.abstract_state = abstract
         self.optimizer = make_optimizer(optim or OptimConfig())
+        self.offload_optimizer = offload_optimizer
         self.mesh = mesh if mesh is not None else model.mesh
         self.rules = rules or model.rules  # the model's activations and the state must agree
         if self.mesh is not None:
             self.param_shardings = nnx.to_pure_dict(param_shardings(abstract, self.mesh, self.rules))
-            self.batch_sharding = NamedSharding(
-                self.mesh, PartitionSpec(None, self.rules.mesh_axes("batch") or None, None))
+            self.micro_sharding = NamedSharding(
+                self.mesh, PartitionSpec(self.rules.mesh_axes("batch") or None, None))
         else:
-            self.param_shardings = self.batch_sharding = None
-        self._update = self._compile()
+            self.param_shardings = self.micro_sharding = None
+        self._zeros, self._accumulate, self._apply = self._compile()
 
     # --------------------------------------------------------------- state
     def init_state(self, model: Qwen) -> TrainState:
@@ -104,13 +126,36 @@ class GRPOTrainer:
             return 1
         return int(np.prod([self.mesh.shape[a] for a in self.rules.mesh_axes("batch")]))
 
+    @functools.cached_property
+    def _memory(self) -> HostOffload:
+        return HostOffload()
+
     # --------------------------------------------------------------- the update
     def update(self, state: TrainState, batch: PackedBatch) -> tuple[TrainState, dict[str, float]]:
-        arrays = {k: batch.arrays[k] for k in (*FIELDS, HEAD_INDEX)}
-        if self.batch_sharding is not None:
-            arrays = {k: jax.device_put(v, self.batch_sharding) for k, v in arrays.items()}
-        state, sums = self._update(state, arrays, jnp.float32(batch.denominator))
+        """One optimizer step over every micro-batch of `batch`; the state's buffers are donated.
+
+        The parameters must be in device memory; the optimizer state may be in host memory (colocated runs
+        leave it there between steps, tbjax.colocate) and is brought to the device only for `apply`."""
+        opt_state = self._memory.to_host(state.opt_state) if self.offload_optimizer else state.opt_state
+        grads, sums = self._accumulate_all(state.params, {k: batch.arrays[k] for k in (*FIELDS, HEAD_INDEX)})
+        state = TrainState(state.params, self._memory.to_device(opt_state), state.step)
+        state, sums = self._apply(state, grads, sums, jnp.float32(batch.denominator))
         return state, summarise(jax.device_get(sums), batch.denominator)
+
+    def gradients(self, params: Params, batch: dict[str, Any], denominator: jax.Array) -> tuple[Params, Sums]:
+        """The float32 gradient of the batch loss and the metric sums (what `update` applies), for tests and
+        analyses; `batch` holds [micro_batches, ...] arrays."""
+        grads, sums = self._accumulate_all(params, batch)
+        return jax.tree.map(lambda g: g / denominator, grads), sums
+
+    def _accumulate_all(self, params: Params, batch: dict[str, Any]) -> tuple[Params, Sums]:
+        grads, sums = self._zeros()
+        for index in range(len(batch["tokens"])):
+            micro = {k: v[index] for k, v in batch.items()}
+            if self.micro_sharding is not None:
+                micro = {k: jax.device_put(v, self.micro_sharding) for k, v in micro.items()}
+            grads, sums = self._accumulate(params, grads, sums, micro)
+        return grads, sums
 
     def state_shapes(self) -> TrainState:
         """The state as ShapeDtypeStructs on this trainer's shardings: what ahead-of-time compilation
@@ -120,25 +165,30 @@ class GRPOTrainer:
         step = jax.ShapeDtypeStruct((), jnp.int32)
         if self.mesh is None:
             return TrainState(params, opt_state, step)
-        shardings = TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(self.mesh, PartitionSpec()))
         return jax.tree.map(lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
-                            TrainState(params, opt_state, step), shardings)
+                            TrainState(params, opt_state, step), self._state_shardings())
 
-    def lower(self, batch_shape: tuple[int, int, int]) -> jax.stages.Lowered:
-        """The very update `update` runs, lowered for a packed batch of [micro_batches, rows, row_len] from
-        abstract inputs (nothing allocated); `.compile()` gives its memory and cost analyses."""
-        batch = {k: jax.ShapeDtypeStruct(batch_shape, FIELD_DTYPES[k], sharding=self.batch_sharding) for k in FIELDS}
-        micro_batches, rows, row_len = batch_shape  # the head's widest case: every position trained
-        shards = self.rows_multiple
-        batch[HEAD_INDEX] = jax.ShapeDtypeStruct((micro_batches, shards, rows // shards * row_len), np.int32,
-                                                 sharding=self.batch_sharding)
-        return self._update.lower(self.state_shapes(), batch, jax.ShapeDtypeStruct((), jnp.float32))
+    def lower(self, micro_shape: tuple[int, int]) -> UpdatePrograms:
+        """The very programs `update` runs, lowered for micro-batches of [rows, row_len] from abstract inputs
+        (nothing allocated); `.compile()` gives their memory and cost analyses."""
+        rows, row_len = micro_shape
+        micro = {k: jax.ShapeDtypeStruct(micro_shape, FIELD_DTYPES[k], sharding=self.micro_sharding) for k in FIELDS}
+        shards = self.rows_multiple  # the head's widest case: every position trained
+        micro[HEAD_INDEX] = jax.ShapeDtypeStruct((shards, rows // shards * row_len), np.int32,
+                                                 sharding=self.micro_sharding)
+        state = self.state_shapes()
+        grads, sums = jax.eval_shape(self._zeros)
+        if self.param_shardings is not None:
+            grads = jax.tree.map(lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
+                                 grads, self.param_shardings)
+        return UpdatePrograms(self._accumulate.lower(state.params, grads, sums, micro),
+                              self._apply.lower(state, grads, sums, jax.ShapeDtypeStruct((), jnp.float32)))
 
     def _compile(self):
         loss_config, temperature, chunk = self.loss, self.temperature, self.logprob_chunk
         optimizer, graphdef, abstract = self.optimizer, self.graphdef, self.abstract_state
 
-        def micro_terms(params: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, dict[str, jax.Array]]:
+        def micro_terms(params: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, Sums]:
             state = jax.tree.map(lambda x: x, abstract)
             nnx.replace_by_pure_dict(state, params)
             model = nnx.merge(graphdef, state)
@@ -146,49 +196,40 @@ class GRPOTrainer:
             table = (model.embed_tokens if model.lm_head is None else model.lm_head)[...]
             logprobs, entropy = trained_logprobs(hidden, table, micro["targets"], micro[HEAD_INDEX], temperature,
                                                  chunk)
-            behaviour = micro["behaviour_logprobs"]
-            terms = policy_loss_terms(logprobs, jax.lax.stop_gradient(logprobs), behaviour, micro["advantages"],
-                                      micro["mask"], micro["weights"], loss_config)
-            mask = micro["mask"].astype(jnp.float32)
-            gap = jnp.where(jnp.isnan(behaviour), 0.0, jnp.abs(jax.lax.stop_gradient(logprobs) - behaviour))
-            terms["nll"] = -jnp.sum(jax.lax.stop_gradient(logprobs) * mask)
-            terms["entropy"] = jnp.sum(entropy * mask)
-            terms["logprob_gap"] = jnp.sum(gap * mask)
+            terms = loss_terms(logprobs, entropy, micro, loss_config)
             return terms["loss"], terms
 
-        def gradients(params: Params, batch: dict[str, jax.Array], denominator: jax.Array):
-            """float32 gradient of the batch loss and the metric sums, accumulated over micro-batches."""
-            grad_fn = jax.grad(micro_terms, has_aux=True)
+        def zeros() -> tuple[Params, Sums]:
+            grads = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), nnx.to_pure_dict(abstract))
+            token = {k: jax.ShapeDtypeStruct((1,), FIELD_DTYPES[k]) for k in FIELDS}
+            one = jax.ShapeDtypeStruct((1,), jnp.float32)
+            sums = jax.eval_shape(functools.partial(loss_terms, config=loss_config), one, one, token)
+            return grads, jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), sums)
 
-            def accumulate(carry, micro):
-                grads, sums = carry
-                g, terms = grad_fn(params, micro)
-                grads = jax.tree.map(lambda a, b: a + b.astype(jnp.float32), grads, g)
-                return (grads, {k: sums[k] + terms[k] for k in sums}), None
+        def accumulate(params: Params, grads: Params, sums: Sums, micro: dict[str, jax.Array]) -> tuple[Params, Sums]:
+            g, terms = jax.grad(micro_terms, has_aux=True)(params, micro)
+            grads = jax.tree.map(lambda a, b: a + b.astype(jnp.float32), grads, g)
+            return grads, {k: sums[k] + terms[k] for k in sums}
 
-            zero_sums = jax.eval_shape(lambda: micro_terms(params, jax.tree.map(lambda a: a[0], batch)))[1]
-            zero_sums = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), zero_sums)
-            (grads, sums), _ = jax.lax.scan(accumulate, (_to_f32(jax.tree.map(jnp.zeros_like, params)),
-                                                         zero_sums), batch)
-            return jax.tree.map(lambda g: g / denominator, grads), sums
-
-        self.gradients = jax.jit(gradients)
-
-        def update(state: TrainState, batch: dict[str, jax.Array], denominator: jax.Array):
-            grads, sums = gradients(state.params, batch, denominator)
-            params32 = _to_f32(state.params)
-            updates, opt_state = optimizer.update(grads, state.opt_state, params32)
+        def apply(state: TrainState, grads: Params, sums: Sums, denominator: jax.Array) -> tuple[TrainState, Sums]:
+            grads = jax.tree.map(lambda g: g / denominator, grads)
+            updates, opt_state = optimizer.update(grads, state.opt_state, _to_f32(state.params))
             new_params = jax.tree.map(lambda p, u: (p.astype(jnp.float32) + u).astype(p.dtype), state.params, updates)
-            sums["grad_norm"] = optax.tree.norm(grads)
-            return TrainState(new_params, opt_state, state.step + 1), sums
+            return TrainState(new_params, opt_state, state.step + 1), {**sums, "grad_norm": optax.tree.norm(grads)}
 
         if self.mesh is None:
-            return jax.jit(update, donate_argnums=(0,))
-        state_shardings = TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(
-            self.mesh, PartitionSpec()))
-        batch_shardings = dict.fromkeys((*FIELDS, HEAD_INDEX), self.batch_sharding)
-        return jax.jit(update, in_shardings=(state_shardings, batch_shardings, None),
-                       out_shardings=(state_shardings, None), donate_argnums=(0,))
+            return (jax.jit(zeros), jax.jit(accumulate, donate_argnums=(1, 2)),
+                    jax.jit(apply, donate_argnums=(0,)))
+        params, state = self.param_shardings, self._state_shardings()
+        micro = dict.fromkeys((*FIELDS, HEAD_INDEX), self.micro_sharding)
+        return (jax.jit(zeros, out_shardings=(params, None)),
+                jax.jit(accumulate, in_shardings=(params, params, None, micro), out_shardings=(params, None),
+                        donate_argnums=(1, 2)),
+                jax.jit(apply, in_shardings=(state, params, None, None), out_shardings=(state, None),
+                        donate_argnums=(0,)))
+
+    def _state_shardings(self) -> TrainState:
+        return TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(self.mesh, PartitionSpec()))
 
     def _opt_shardings(self):
         """Optimizer moments shard like their parameters; counters are replicated."""
@@ -204,14 +245,24 @@ class GRPOTrainer:
         """Places a (restored or fresh) state on this trainer's shardings."""
         if self.mesh is None:
             return state
-        shardings = TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(self.mesh, PartitionSpec()))
-        return jax.device_put(state, shardings)
+        return jax.device_put(state, self._state_shardings())
+
+
+def loss_terms(logprobs: jax.Array, entropy: jax.Array, micro: dict[str, jax.Array], config: LossConfig) -> Sums:
+    """The loss numerator and the metric sums of one micro-batch from its trained log-probs and entropies."""
+    behaviour = micro["behaviour_logprobs"]
+    old = jax.lax.stop_gradient(logprobs)
+    terms = policy_loss_terms(logprobs, old, behaviour, micro["advantages"], micro["mask"], micro["weights"], config)
+    mask = micro["mask"].astype(jnp.float32)
+    gap = jnp.where(jnp.isnan(behaviour), 0.0, jnp.abs(old - behaviour))
+    terms["nll"] = -jnp.sum(old * mask)
+    terms["entropy"] = jnp.sum(entropy * mask)
+    terms["logprob_gap"] = jnp.sum(gap * mask)
+    return terms
 
 
 def _to_f32(tree: Params) -> Params:
     return jax.tree.map(lambda x: x.astype(jnp.float32), tree)
-
-
 def summarise(sums: dict[str, np.ndarray], denominator: float) -> dict[str, float]:
     """Sums over trained tokens -> the step's metrics."""
     tokens = max(float(sums["tokens"]), 1.0)

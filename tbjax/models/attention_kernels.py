@@ -1,8 +1,12 @@
 """Attention implementations behind one signature, chosen by `RuntimeConfig.attention_impl`.
 
-- `xla`: plain einsums with a boolean mask; runs everywhere and is the CPU default and the reference.
-- `cudnn`: `jax.nn.dot_product_attention(implementation="cudnn")`, the fused GPU kernel.
-- `splash`: Pallas splash attention, the TPU kernel (segment ids natively; `interpret=True` off TPU).
+- `xla`: plain einsums with a boolean mask: runs everywhere, so it is the CPU default and the reference.
+- `cudnn`: `jax.nn.dot_product_attention(implementation="cudnn")`: cuDNN's fused GPU kernel, for rows short
+  enough that the packed-segment mask, which it is handed as a dense [seq, seq] bias per row, fits.
+- `splash`: Pallas splash attention: the TPU kernel; takes segment ids, so its state is O(seq).
+- `triton`: Pallas's Triton flash attention: the GPU kernel that takes segment ids (O(seq) state), for
+  packed rows too long for cuDNN's dense bias.
+The two Pallas kernels run through the Pallas interpreter anywhere with `interpret=True` (tests, debugging).
 
 All take q [batch, q_len, heads, head_dim], k/v [batch, kv_len, kv_heads, head_dim] and segment ids, and
 return [batch, q_len, heads, head_dim]. Causality is by index and documents by segment id, so packed
@@ -12,6 +16,7 @@ sequences never attend across documents.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -71,9 +76,7 @@ def splash_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Arr
     b, seq, heads, head_dim = q.shape
     kv_heads = k.shape[2]
     block = min(512, seq)
-    if seq % block:
-        raise ValueError(f"splash attention needs a sequence length that is a multiple of {block}, got {seq}; "
-                         f"set train.row_len to a multiple of {block} (e.g. {-(-seq // block) * block})")
+    _require_whole_blocks("splash", seq, block)
     sizes = splash.BlockSizes(
         block_q=block, block_kv=block, block_kv_compute=block,
         block_q_dkv=block, block_kv_dkv=block, block_kv_dkv_compute=block, block_q_dq=block, block_kv_dq=block,
@@ -115,16 +118,52 @@ def _filled_block(rows: int, cols: int, value: bool) -> np.ndarray:
     return block
 
 
-def splash_attention_sharded(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Array, mesh: Mesh | None,
-                             rules: ShardingRules, interpret: bool) -> jax.Array:
-    """Splash per shard: a Pallas kernel is opaque to the SPMD partitioner, so it runs under shard_map with
-    the batch split as the activation rules say and heads split over the axes the `q_heads` rule names."""
+def triton_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Array, interpret: bool) -> jax.Array:
+    """Pallas's Triton flash attention (GPU), causal with segment ids; needs q_len == kv_len (training, prefill).
+
+    It wants as many kv heads as query heads, so they are repeated (GQA): the kernel saves the repeated k and v
+    for its backward pass and returns their gradients at full width, which the repeat's transpose sums.
+    """
+    from jax.experimental.pallas.ops.gpu.attention import mha
+
+    seq, heads, head_dim = q.shape[1:]
+    _require_whole_blocks("triton", seq, _triton_block(seq))
+    k, v = (jnp.repeat(x, heads // x.shape[2], axis=2) for x in (k, v))
+    return mha(q, k, v, segment_ids=segments, sm_scale=head_dim**-0.5, causal=True, interpret=interpret)
+
+
+def _triton_block(seq: int) -> int:
+    """The kernel's tile of the sequence: its default 128 tokens, or a shorter sequence whole when that is a
+    power of two (Triton's tiles must be; the interpreter does not check, so tests alone would not catch it)."""
+    from jax.experimental.pallas.ops.gpu.attention import BlockSizes
+
+    block = BlockSizes.get_default().block_q
+    return seq if seq < block and seq & (seq - 1) == 0 else block
+
+
+def _require_whole_blocks(kernel: str, seq: int, block: int) -> None:
+    """The Pallas kernels tile the sequence into whole blocks; a ragged row is refused here, with the config
+    change that fixes it, rather than deep inside the kernel."""
+    if seq % block:
+        raise ValueError(f"{kernel} attention needs a sequence length that is a multiple of {block}, got {seq}; "
+                         f"set train.row_len to a multiple of {block} (e.g. {-(-seq // block) * block})")
+
+
+PallasKernel = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]  # (q, k, v, segments) -> out
+# Each Pallas kernel and the platform it compiles for (any platform with interpret=True).
+PALLAS_KERNELS = {"splash": (splash_attention, "tpu"), "triton": (triton_attention, "gpu")}
+
+
+def pallas_attention_sharded(kernel: PallasKernel, q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Array,
+                             mesh: Mesh | None, rules: ShardingRules) -> jax.Array:
+    """A Pallas kernel per shard: it is opaque to the SPMD partitioner, so it runs under shard_map with the
+    batch split as the activation rules say and heads split over the axes the `kv_heads` rule names (query
+    heads split the same way, so each shard holds whole GQA groups)."""
     if mesh is None or mesh.size == 1:
-        return splash_attention(q, k, v, segments, interpret)
+        return kernel(q, k, v, segments)
     batch = rules.activation_spec(q.shape[:1], ("batch",), mesh)[0]
     heads = rules.param_spec("attention kv heads", k.shape[2:3], ("kv_heads",), mesh)[0]
     qkv_spec = PartitionSpec(batch, None, heads, None)
-    kernel = functools.partial(splash_attention, interpret=interpret)
     return jax.shard_map(kernel, mesh=mesh, in_specs=(qkv_spec, qkv_spec, qkv_spec, PartitionSpec(batch, None)),
                          out_specs=qkv_spec, check_vma=False)(q, k, v, segments)
 
@@ -141,18 +180,20 @@ def attend(
     interpret: bool = False,
 ) -> jax.Array:
     """Dispatches to the configured kernel. A GPU/TPU kernel on the wrong platform is an error, so a config
-    never silently runs a slower path than it asked for; `interpret=True` runs splash's Pallas kernel
-    through the interpreter anywhere (tests, debugging)."""
+    never silently runs a slower path than it asked for; `interpret=True` runs a Pallas kernel (splash,
+    triton) through the interpreter anywhere (tests, debugging)."""
     if impl == "xla":
         return causal_attention(q, k, v, segments)
     if impl == "cudnn":
         _require_platform(impl, "gpu", mesh)
         return cudnn_attention(q, k, v, causal_segment_mask(segments, segments), "cudnn")
-    if impl == "splash":
+    if impl in PALLAS_KERNELS:
+        kernel, platform = PALLAS_KERNELS[impl]
         if not interpret:
-            _require_platform(impl, "tpu", mesh)
-        return splash_attention_sharded(q, k, v, segments, mesh, rules or ShardingRules(), interpret)
-    raise ValueError(f"attention_impl {impl!r} is unknown; use xla, cudnn or splash")
+            _require_platform(impl, platform, mesh)
+        return pallas_attention_sharded(functools.partial(kernel, interpret=interpret), q, k, v, segments, mesh,
+                                        rules or ShardingRules())
+    raise ValueError(f"attention_impl {impl!r} is unknown; use xla, cudnn, splash or triton")
 
 
 def _require_platform(impl: str, needed: str, mesh: Mesh | None) -> None:

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "qwen3_moe", "qwen3_5_text", "qwen3_5")
 HYBRID_MODEL_TYPES = ("qwen3_5_text", "qwen3_5")
 LAYER_TYPES = ("full_attention", "linear_attention")
-AttentionImpl = Literal["xla", "cudnn", "splash"]
+AttentionImpl = Literal["xla", "cudnn", "splash", "triton"]
 RematPolicy = Literal["none", "full", "dots", "dots_no_batch"]
 
 

@@ -75,8 +75,12 @@ class Trainer:
         self.state = self.trainer.init_state(model)
         self.batch = batch_from_groups(synthetic_groups(), LossConfig(), 512, 1)
 
-    def memory_kinds(self) -> set[str]:
-        return {x.sharding.memory_kind for x in jax.tree.leaves(self.state)}
+    def memory_kinds(self, part: str | None = None) -> set[str]:
+        return memory_kinds(self.state if part is None else getattr(self.state, part))
+
+
+def memory_kinds(tree) -> set[str]:
+    return {x.sharding.memory_kind for x in jax.tree.leaves(tree)}
 
 
 def released(url: str) -> list[str]:
@@ -107,10 +111,12 @@ def test_two_colocated_cycles_against_tbjax_serve(server, tiny_dir, tmp_path):
         for version in ("1", "2"):
             seen["versions"].append((await engine.generate([5, 6, 7], GREEDY)).weight_version)
             await handover.to_trainer(trainer)
-            assert trainer.memory_kinds() == {"device"} and handover.phase is Phase.TRAINING
+            assert trainer.memory_kinds("params") == {"device"} and handover.phase is Phase.TRAINING
+            assert trainer.memory_kinds("opt_state") == {HOST_MEMORY}  # the update fetches it for AdamW's apply
             seen["during_update"].append(released(server))
             before = jax.tree.leaves(trainer.state.params)[0].copy()
             trainer.state, metrics = trainer.trainer.update(trainer.state, trainer.batch)
+            assert trainer.memory_kinds() == {"device"}
             assert metrics["grad_norm"] > 0 and bool((jax.tree.leaves(trainer.state.params)[0] != before).any())
 
             async def refresh(version=version):
@@ -137,8 +143,9 @@ def test_two_colocated_cycles_against_tbjax_serve(server, tiny_dir, tmp_path):
 
 @pytest.mark.slow
 def test_the_training_loop_hands_over_around_each_update(server, tiny_dir, tmp_path):
-    """A loop step on the SGLang engine with rollout.placement=colocated: the update finds the state on
-    the device, the rollouts find it in host memory, the export reads it from the device again."""
+    """A loop step on the SGLang engine with rollout.placement=colocated: the update finds the parameters on
+    the device, the rollouts find the state in host memory, the export reads the parameters from the device
+    again (the optimizer state stays in host memory)."""
     model_dir = tiny_dir("qwen3")
     on_server(server, lambda engine: engine.update_weights(str(model_dir), "0"))  # the base policy again
     rollout = load_config(overrides=["rollout.engine=sglang", "rollout.placement=colocated",
@@ -153,7 +160,7 @@ def test_the_training_loop_hands_over_around_each_update(server, tiny_dir, tmp_p
     assert len(lines) == 1 and updates == 1
     assert phases == [Phase.ROLLOUT] + [Phase.HANDOVER_TO_TRAINER, Phase.TRAINING, Phase.HANDOVER_TO_ENGINES,
                                         Phase.ROLLOUT] * updates + [Phase.HANDOVER_TO_TRAINER, Phase.TRAINING]
-    assert {x.sharding.memory_kind for x in jax.tree.leaves(run.state)} == {"device"}
+    assert memory_kinds(run.state.params) == {"device"} and memory_kinds(run.state.opt_state) == {HOST_MEMORY}
     assert released(server) == sorted(MEMORY_TAGS)  # the run ended with the devices handed to the trainer
     on_server(server, lambda engine: engine.resume_memory())
     assert (export / "config.json").is_file()

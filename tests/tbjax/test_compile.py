@@ -71,18 +71,26 @@ def test_cpu_3x8_target_compiles_the_update_and_decode_step_of_a_tiny_config(tmp
     assert "mesh data=3 x fsdp=8 x tensor=1" in out and "no budget on CPU" in out and "FLOPs per step" in out
     assert "decode step (embedded engine, 24 slots x 128-token KV cache)" in out
     plan = json.loads(record.read_text())
-    update = plan["update"]
-    assert plan["fits"] is None and plan["peak"] == update["peak"]
-    assert update["peak"] == update["arguments"] + update["outputs"] - update["aliased"] + update["temporaries"] \
-        + update["code"]
-    # parameters and AdamW moments reach the compiled update exactly as planned (the batch and a scalar aside)
-    estimate = plan["estimate"]
-    assert estimate["params"] + estimate["optimizer"] <= update["arguments"] <= \
-        estimate["params"] + estimate["optimizer"] + estimate["batch"] + 4096  # scalars, padded to tiles
+    update, estimate = plan["update"], plan["estimate"]
+    accumulate, apply = update["accumulate"], update["apply"]
+    assert plan["fits"] is None and plan["peak"] == update["peak"] == max(update["accumulate_peak"],
+                                                                         update["apply_peak"])
+    assert update["resident"] == estimate["optimizer"]  # disaggregated, no offload: the moments stay on the device
+    assert update["accumulate_peak"] == accumulate["arguments"] + accumulate["outputs"] - accumulate["aliased"] \
+        + accumulate["temporaries"] + accumulate["code"] + update["resident"]
+    # the state reaches the programs exactly as planned (a micro-batch and scalars aside), and is donated
+    planned = estimate["params"] + estimate["accumulator"]
+    assert planned <= accumulate["arguments"] <= planned + estimate["batch"] + 4096  # scalars, padded to tiles
+    assert accumulate["aliased"] >= estimate["accumulator"]
+    planned = estimate["params"] + estimate["optimizer"] + estimate["accumulator"]
+    assert planned <= apply["arguments"] <= planned + 4096
+    assert apply["aliased"] >= estimate["params"] + estimate["optimizer"]
     assert plan["decode"]["peak"] > 0
 
 
-def test_gpu_estimate_of_the_27b_reference_says_it_is_one_and_explains_why_it_does_not_fit(tmp_path, capsys):
+def test_gpu_estimate_of_the_27b_reference_fits_80_gb(tmp_path, capsys):
+    """Colocated, so AdamW's moments wait in host memory through the backward pass; triton attention takes
+    segment ids. Without the offload it does not fit, nor with cuDNN's dense mask too, and the report says why."""
     record = tmp_path / "plan.json"
     code = compile_cli.main(["--config", REFERENCE, "--target", "gpu-estimate:h100", "--json", str(record)])
     out = " ".join(capsys.readouterr().out.split())
@@ -92,7 +100,18 @@ def test_gpu_estimate_of_the_27b_reference_says_it_is_one_and_explains_why_it_do
     norms = 129 * 5120 + 64 * 2 * 128  # replicated: "norm" maps to no mesh axis
     assert estimate["params"] == ((27_225_641_984 - norms) // 8 + norms) * 2  # bfloat16, 8 ways on 3 replicas
     assert estimate["optimizer"] == 4 * estimate["params"] + 8  # two float32 moments and two int32 counters
-    # on 80 GB H100s it does not fit, and the explanation names the parts and what shrinks them
-    assert code == 1 and plan["fits"] is False and plan["peak"] == estimate["total"] > 80e9
-    assert "does not fit: the update needs 120.4 GB per device, more than 80.0 GB" in out
-    assert "cuDNN is handed the packed-segment mask as a dense seq x seq bias" in out
+    assert estimate["accumulator"] == 2 * estimate["params"]  # float32, sharded like the parameters
+    assert estimate["optimizer_on_host"] and estimate["attention"] < 1e9
+    assert code == 0 and plan["fits"] is True and plan["peak"] == estimate["total"] == estimate["backward_peak"] < 60e9
+
+    disaggregated = ["rollout.placement=disaggregated"]
+    for overrides, culprits in ((disaggregated, ["train.offload_optimizer=true keeps"]),
+                                (disaggregated + ["model.attention_impl=cudnn"],
+                                 ["train.offload_optimizer=true keeps", "set model.attention_impl=triton"])):
+        code = compile_cli.main(["--config", REFERENCE, "--target", "gpu-estimate:h100", "--json", str(record),
+                                 *overrides])
+        out = " ".join(capsys.readouterr().out.split())
+        plan = json.loads(record.read_text())
+        assert code == 1 and plan["fits"] is False and plan["peak"] > 80e9, overrides
+        assert f"does not fit: the update needs {plan['peak'] / 1e9:.1f} GB per device, more than 80.0 GB" in out
+        assert all(culprit in out for culprit in culprits), (overrides, out)

@@ -38,12 +38,18 @@ def test_27b_reference_compiles_for_v5p_and_the_estimate_is_within_10_percent(tp
         capture_output=True, text=True, cwd=tmp_path, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
     out = " ".join(run.stdout.split())
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "attention_impl cudnn -> splash" in out and "mesh data=3 x fsdp=1 x tensor=8" in out
+    assert "attention_impl triton -> splash" in out and "mesh data=3 x fsdp=1 x tensor=8" in out
     plan = json.loads(record.read_text())
     update, estimate = plan["update"], plan["estimate"]
     assert plan["fits"] is True and plan["peak"] == update["peak"] <= plan["budget"]
     assert abs(estimate["total"] - update["peak"]) <= 0.10 * update["peak"], (estimate, update)
-    # parameters and AdamW moments are arguments of the compiled update, exactly as planned
-    assert estimate["params"] + estimate["optimizer"] + estimate["batch"] <= update["arguments"] <= \
-        estimate["params"] + estimate["optimizer"] + estimate["batch"] + 4096  # scalars, padded to tiles
-    assert update["aliased"] >= estimate["params"] + estimate["optimizer"]  # the update donates the state
+    for phase in ("accumulate", "apply"):  # each program's peak, not just the larger one
+        assert abs(estimate[f"{phase.replace('accumulate', 'backward')}_peak"] - update[f"{phase}_peak"]) <= \
+            0.10 * update[f"{phase}_peak"], (phase, estimate, update)
+    # colocated: the moments are in host memory through accumulate, whose arguments are the parameters, the
+    # float32 accumulator and one micro-batch, exactly as planned; apply takes (and donates) the whole state
+    accumulate, apply = update["accumulate"], update["apply"]
+    assert update["resident"] == 0 and estimate["optimizer_on_host"]
+    planned = estimate["params"] + estimate["accumulator"] + estimate["batch"]
+    assert planned <= accumulate["arguments"] <= planned + 16 * 512  # the sums' scalars, padded to tiles
+    assert apply["aliased"] >= estimate["params"] + estimate["optimizer"]

@@ -90,3 +90,30 @@ def test_no_signal_means_no_batch():
         for t in group:
             t.reward = 1.0
     assert batch_from_groups(groups, LossConfig(), 128, 1) is None
+
+
+def test_offloaded_moments_wait_in_host_memory_while_gradients_accumulate(tiny_dir):
+    """`offload_optimizer`: the moments' device buffers are gone during every micro-batch's backward pass, the
+    step lands them back on the device, and the result is bitwise the update without offload."""
+    groups, outcomes, seen = synthetic_groups(seed=2), [], []
+    for offload in (False, True):
+        model = from_pretrained(tiny_dir("qwen3"))
+        trainer = GRPOTrainer(model, optim=OptimConfig(learning_rate=1e-3), logprob_chunk=512,
+                              offload_optimizer=offload)
+        state = trainer.init_state(model)
+        moments = jax.tree.leaves(state.opt_state)
+        accumulate = trainer._accumulate
+
+        def spy(*args, accumulate=accumulate, moments=moments, offload=offload):
+            seen.append((offload, all(m.is_deleted() for m in moments)))
+            return accumulate(*args)
+
+        trainer._accumulate = spy
+        state, metrics = trainer.update(state, batch_from_groups(groups, LossConfig(), 64, 1))
+        assert {x.sharding.memory_kind for x in jax.tree.leaves(state)} == {"device"}
+        outcomes.append((flat(state.params), flat(state.opt_state), metrics["loss"]))
+    micro_batches = len(seen) // 2
+    assert micro_batches > 1 and seen == [(False, False)] * micro_batches + [(True, True)] * micro_batches
+    np.testing.assert_array_equal(outcomes[1][0], outcomes[0][0])
+    np.testing.assert_array_equal(outcomes[1][1], outcomes[0][1])
+    assert outcomes[1][2] == outcomes[0][2]

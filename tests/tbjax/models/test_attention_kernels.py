@@ -1,7 +1,7 @@
 """The GPU and TPU attention kernels compute what the XLA reference computes, mask semantics included.
 
-cuDNN's wrapper is run through its XLA implementation (same call, same mask) and splash through the
-Pallas interpreter, which executes the real TPU kernel code on CPU.
+cuDNN's wrapper is run through its XLA implementation (same call, same mask), and the Pallas kernels (splash
+for TPU, triton for GPU) through the Pallas interpreter, which executes the real kernel code on CPU.
 """
 
 import jax
@@ -75,15 +75,41 @@ def test_splash_kernel_matches_xla_reference(qkv_and_segments):
     np.testing.assert_allclose(attend("splash", q, k, v, segments, interpret=True), expected, atol=1e-4)
 
 
-def test_splash_under_a_mesh_runs_per_shard(qkv_and_segments):
-    q, k, v, segments = qkv_and_segments
+def output_and_grads(impl: str, q, k, v, segments, **options):
+    """attend's output and the gradients of a random projection of it w.r.t. q, k and v, under jit."""
+    cotangent = jnp.asarray(np.random.default_rng(1).normal(size=q.shape), jnp.float32)
+
+    def loss(q, k, v):
+        out = attend(impl, q, k, v, segments, **options)
+        return jnp.sum(out * cotangent), out
+
+    grads, out = jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))(q, k, v)
+    return (out, *grads)
+
+
+def assert_same(got, expected):
+    for value, reference, name in zip(got, expected, ("out", "dq", "dk", "dv"), strict=True):
+        np.testing.assert_allclose(value, reference, atol=1e-4, err_msg=name)
+
+
+def test_triton_kernel_matches_xla_reference_forward_and_gradients(qkv_and_segments):
+    """Packed documents, padding and GQA (4 heads on 2 kv heads); the gradients go through the kernel's own
+    backward pass and the kv-head repeat's transpose."""
+    assert_same(output_and_grads("triton", *qkv_and_segments, interpret=True),
+                output_and_grads("xla", *qkv_and_segments))
+
+
+@pytest.mark.parametrize("impl", ["splash", "triton"])
+def test_pallas_kernels_under_a_mesh_run_per_shard(qkv_and_segments, impl):
+    """Forward and backward under shard_map, as the sharded training step runs them."""
     mesh = make_mesh(parse_mesh_spec("1x2x2"), jax.devices()[:4])  # batch over fsdp, heads over tensor
-    expected = attend("xla", q, k, v, segments)
-    got = jax.jit(lambda *a: attend("splash", *a, mesh=mesh, interpret=True))(q, k, v, segments)
-    np.testing.assert_allclose(got, expected, atol=1e-4)
+    jaxpr = jax.make_jaxpr(lambda *a: attend(impl, *a, mesh=mesh, interpret=True))(*qkv_and_segments)
+    assert [eqn.primitive.name for eqn in jaxpr.eqns] == ["shard_map"]  # the partitioner never sees the kernel
+    assert_same(output_and_grads(impl, *qkv_and_segments, mesh=mesh, interpret=True),
+                output_and_grads("xla", *qkv_and_segments))
 
 
-@pytest.mark.parametrize("impl,platform", [("cudnn", "GPU"), ("splash", "TPU")])
+@pytest.mark.parametrize("impl,platform", [("cudnn", "GPU"), ("splash", "TPU"), ("triton", "GPU")])
 def test_accelerator_kernels_refuse_the_wrong_platform(qkv_and_segments, impl, platform):
     q, k, v, segments = qkv_and_segments
     with pytest.raises(ValueError, match=f"needs a {platform} backend.*attention_impl=xla"):
@@ -107,3 +133,18 @@ def test_splash_rejects_a_sequence_that_is_not_a_block_multiple(qkv_and_segments
     with pytest.raises(ValueError, match="multiple of 512, got 1000.*row_len"):
         attend("splash", *(jnp.tile(x, (1, 4) + (1,) * (x.ndim - 2))[:, :1000] for x in (q, k, v, segments)),
                interpret=True)
+
+
+@pytest.mark.parametrize("seq,message", [(200, "multiple of 128, got 200.*row_len to a multiple of 128 .e.g. 256"),
+                                         (96, "multiple of 128, got 96.*row_len")])
+def test_triton_rejects_a_sequence_that_is_not_a_block_multiple(qkv_and_segments, seq, message):
+    """96 is shorter than a block but not a power of two: Triton could not tile it whole either."""
+    q, k, v, segments = qkv_and_segments
+    with pytest.raises(ValueError, match=message):
+        attend("triton", q[:, :seq], k[:, :seq], v[:, :seq], segments[:, :seq], interpret=True)
+
+
+def test_triton_takes_a_short_power_of_two_sequence_whole(qkv_and_segments):
+    q, k, v, segments = (x[:, :64] for x in qkv_and_segments)
+    np.testing.assert_allclose(attend("triton", q, k, v, segments, interpret=True),
+                               attend("xla", q, k, v, segments), atol=1e-4)
