@@ -104,7 +104,7 @@ def test_gpu_estimate_of_the_27b_reference_fits_80_gb(tmp_path, capsys):
     assert estimate["optimizer_on_host"] and estimate["attention"] < 1e9
     assert code == 0 and plan["fits"] is True and plan["peak"] == estimate["total"] == estimate["backward_peak"] < 60e9
 
-    disaggregated = ["rollout.placement=disaggregated"]
+    disaggregated = ["rollout.placement=disaggregated", "train.offload_optimizer=false"]
     for overrides, culprits in ((disaggregated, ["train.offload_optimizer=true keeps"]),
                                 (disaggregated + ["model.attention_impl=cudnn"],
                                  ["train.offload_optimizer=true keeps", "set model.attention_impl=triton"])):

@@ -148,3 +148,23 @@ def test_triton_takes_a_short_power_of_two_sequence_whole(qkv_and_segments):
     q, k, v, segments = (x[:, :64] for x in qkv_and_segments)
     np.testing.assert_allclose(attend("triton", q, k, v, segments, interpret=True),
                                attend("xla", q, k, v, segments), atol=1e-4)
+
+
+def test_triton_kernel_lowers_to_triton_calls_for_cuda_at_the_reference_row_length():
+    """What the interpreter cannot show: the kernel is lowered by Pallas's Triton backend for CUDA (here,
+    without a GPU) at the 27B reference's per-GPU shapes, one 110,592-token row with 5 query heads on 1 kv
+    head in bfloat16, forward and backward: three Triton kernels (forward, the backward's preprocessing,
+    the backward), no dense [seq, seq] array anywhere in the program."""
+    from tbjax.models.attention_kernels import triton_attention
+
+    seq = 110_592
+    q, kv = (jax.ShapeDtypeStruct((1, seq, heads, 128), jnp.bfloat16) for heads in (5, 1))
+    segments = jax.ShapeDtypeStruct((1, seq), jnp.int32)
+
+    def loss(q, k, v, segments):
+        return triton_attention(q, k, v, segments, interpret=False).astype(jnp.float32).sum()
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+    text = grad.trace(q, kv, kv, segments).lower(lowering_platforms=("cuda",)).as_text()
+    assert text.count("custom_call @__gpu$xla.gpu.triton") == 3
+    assert f"{seq}x{seq}" not in text
