@@ -62,7 +62,6 @@ class CompiledUpdate:
     accumulate: CompiledStep
     apply: CompiledStep
     resident: int
-    micro_batches: int
 
     @property
     def accumulate_peak(self) -> int:
@@ -74,10 +73,10 @@ class CompiledUpdate:
 
     @property
     def flops(self) -> float | None:
-        """XLA's count per device for the step: every micro-batch's `accumulate` and one `apply`."""
+        """XLA's count per device, each scanned loop body counted once."""
         if self.accumulate.flops is None or self.apply.flops is None:
             return None
-        return self.accumulate.flops * self.micro_batches + self.apply.flops
+        return self.accumulate.flops + self.apply.flops
 
     @property
     def seconds(self) -> float:
@@ -90,7 +89,7 @@ def update_shape(config: TrainConfig, trainer: GRPOTrainer) -> UpdateShape:
     rows_per_micro = config.train.micro_batch_rows * trainer.rows_multiple
     episodes = config.groups.groups * config.groups.group_size
     return UpdateShape(config.train.row_len, config.train.micro_batch_rows, math.ceil(episodes / rows_per_micro),
-                       config.train.logprob_chunk, trainer.rows_multiple)
+                       config.train.logprob_chunk, trainer.rows_multiple, trainer.micro_batches_per_call)
 
 
 def abstract_trainer(config: TrainConfig, cfg: ModelConfig, mesh: Mesh | AbstractMesh,
@@ -102,10 +101,10 @@ def abstract_trainer(config: TrainConfig, cfg: ModelConfig, mesh: Mesh | Abstrac
 
 def compile_update(trainer: GRPOTrainer, shape: UpdateShape, fast: bool = True) -> CompiledUpdate:
     """Both programs of the run's update for the mesh's devices; OutOfMemory when either does not fit."""
-    programs = trainer.lower((shape.micro_batch_rows * shape.batch_shards, shape.row_len))
+    programs = trainer.lower((shape.call_micro_batches, shape.micro_batch_rows * shape.batch_shards, shape.row_len))
     resident = 0 if trainer.offload_optimizer else shard_bytes(trainer.state_shapes().opt_state)
     return CompiledUpdate(compile_lowered(programs.accumulate, fast), compile_lowered(programs.apply, fast),
-                          resident, shape.micro_batches)
+                          resident)
 
 
 def lower_decode(cfg: ModelConfig, mesh: Mesh, rules: ShardingRules, slots: int, max_len: int) -> jax.stages.Lowered:

@@ -155,7 +155,7 @@ def print_update(config: TrainConfig, cfg: ModelConfig, shape: UpdateShape, esti
     line = f"FLOPs per step: {flops:.3g} for {tokens:,} tokens (model arithmetic, {passes} forward passes' worth)"
     if compiled and compiled.flops:
         line += (f"; XLA's cost analysis says {compiled.flops:.3g} per device, counting each scanned loop body "
-                 "(layers, vocabulary chunks) once and no Pallas kernel")
+                 "(layers, micro-batches, vocabulary chunks) once and no Pallas kernel")
     console.print(line)
 
 
@@ -171,7 +171,7 @@ def memory_table(estimate: MemoryPlan, compiled: CompiledUpdate | None, target: 
     for name, value in estimate.lines():
         table.add_row(escape(name), decimal(value), *([""] if compiled else []))
     resident = " + the optimizer state" if not estimate.optimizer_on_host else ""
-    peaks = [(f"accumulate (a micro-batch forward and backward{resident})", estimate.backward_peak,
+    peaks = [(f"accumulate (forward and backward, micro-batch by micro-batch{resident})", estimate.backward_peak,
               compiled and compiled.accumulate_peak),
              ("apply (AdamW)", estimate.apply_peak, compiled and compiled.apply.peak),
              ("peak", estimate.total, compiled and compiled.peak)]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, ValidationError, model_validator
 
 from envs.chat_endpoint import ChatEndpointConfig
 from envs.session import PromptStyle
@@ -138,6 +138,10 @@ class TrainSection(Section):
     # optimizer's apply: frees twice the float32 parameters during the backward pass for a host round trip
     # per step. Always so with rollout.placement=colocated, which keeps the trainer's state in host memory.
     offload_optimizer: bool = False
+    # micro-batches scanned by one call of the update's accumulate program (0: all of the step's in one call,
+    # fastest on CPU); 1 compiles once whatever a step's count and is what large sharded models want
+    # (tbjax.train_step says why)
+    micro_batches_per_call: NonNegativeInt = 0
 
 
 class TrainConfig(Section):
@@ -160,7 +164,8 @@ class TrainConfig(Section):
         """A short hash of what determines the training trajectory (resume checks compare it): everything
         but the run's bookkeeping (steps to run, resume mode), where things are kept (rollout placement, the
         optimizer state's memory) and how the result is evaluated afterwards."""
-        relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer"},
+        relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
+                                                      "micro_batches_per_call"},
                                             "rollout": {"placement"}, "evaluate": True})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -182,7 +182,8 @@ def make_trainer(config: TrainConfig, model: Qwen) -> GRPOTrainer:
     """The update as a run configures it; tbjax.compile compiles this very one ahead of time."""
     return GRPOTrainer(model, config.grpo, config.optim, temperature=config.episode.temperature,
                        logprob_chunk=config.train.logprob_chunk,
-                       offload_optimizer=config.train.offload_optimizer or config.rollout.placement == "colocated")
+                       offload_optimizer=config.train.offload_optimizer or config.rollout.placement == "colocated",
+                       micro_batches_per_call=config.train.micro_batches_per_call)
 
 
 def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Run:

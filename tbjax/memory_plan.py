@@ -3,11 +3,11 @@
 GPU targets need it because XLA cannot compile for a GPU it does not have; every compiled target prints it
 beside the compiler's figure, so the estimate is checked each time it is used.
 
-The update is two programs (tbjax.train_step), so the device peaks twice: in `accumulate` (one micro-batch's
-forward and backward) and in `apply` (AdamW). Exact (their shardings are known): parameters, AdamW moments,
-the float32 gradient accumulator, a micro-batch of packed rows. Modelled on what XLA makes of our programs,
-with counts read from TPU compiles of the 27B reference layouts (tests/tbjax/test_compile_tpu.py keeps the
-peak within 10% of the compiler's):
+The update is two programs (tbjax.train_step), so the device peaks twice: in `accumulate` (the micro-batches'
+forward and backward passes, one after the other) and in `apply` (AdamW). Exact (their shardings are known):
+parameters, AdamW moments, the float32 gradient accumulator, one call's packed micro-batches. Modelled on what
+XLA makes of our programs, with counts read from TPU compiles of the 27B reference layouts
+(tests/tbjax/test_compile_tpu.py keeps each peak within 10% of the compiler's):
 - the moments are on the device through `accumulate` unless they wait in host memory (offload_optimizer);
 - gradients: one micro-batch's gradient in the parameter dtype, which the scanned backward materialises whole,
   beside the float32 accumulator;
@@ -95,7 +95,8 @@ class MemoryPlan:
                 ("residual checkpoints (one per layer)", self.residuals),
                 ("one layer's recompute and backward", self.layer_working_set),
                 (f"attention ({self.attention_note})", self.attention),
-                ("vocabulary tables and logit chunks", self.vocabulary), ("a micro-batch of packed rows", self.batch)]
+                ("vocabulary tables and logit chunks", self.vocabulary),
+                ("the packed micro-batches of one accumulate call", self.batch)]
 
     def peak_lines(self) -> list[tuple[str, int]]:
         """The lines of the program whose peak is the plan's peak: what would have to shrink."""
@@ -114,6 +115,11 @@ class UpdateShape:
     micro_batches: int
     logprob_chunk: int
     batch_shards: int  # how many ways a micro-batch's rows split (the trainer's rows_multiple)
+    micro_batches_per_call: int  # scanned by one `accumulate` call (train.micro_batches_per_call; 0: all)
+
+    @property
+    def call_micro_batches(self) -> int:
+        return min(self.micro_batches_per_call or self.micro_batches, self.micro_batches)
 
 
 def estimate_update(cfg: ModelConfig, spec: MeshSpec, rules: ShardingRules, state: TrainState,
@@ -149,7 +155,7 @@ def estimate_update(cfg: ModelConfig, spec: MeshSpec, rules: ShardingRules, stat
     logits = max(2 * tokens * min(shape.logprob_chunk, cfg.vocab_size) * 4, kept_logits_bytes(tokens, cfg.vocab_size))
     vocabulary = VOCAB_TABLE_COPIES * cfg.vocab_size * d * c + logits
     # eight int32/float32 fields per token, and the head's int32 index of trained positions at its widest
-    batch = (len(FIELDS) + 1) * rows * seq * 4
+    batch = (len(FIELDS) + 1) * shape.call_micro_batches * rows * seq * 4
     return MemoryPlan(
         params=param_bytes, optimizer=shard_bytes(state.opt_state), optimizer_on_host=optimizer_on_host,
         micro_gradient=param_elements * itemsize, accumulator=param_elements * 4,

@@ -47,7 +47,7 @@ def test_27b_reference_compiles_for_v5p_and_the_estimate_is_within_10_percent(tp
         assert abs(estimate[f"{phase.replace('accumulate', 'backward')}_peak"] - update[f"{phase}_peak"]) <= \
             0.10 * update[f"{phase}_peak"], (phase, estimate, update)
     # colocated: the moments are in host memory through accumulate, whose arguments are the parameters, the
-    # float32 accumulator and one micro-batch, exactly as planned; apply takes (and donates) the whole state
+    # float32 accumulator and the packed batch, exactly as planned; apply takes (and donates) the whole state
     accumulate, apply = update["accumulate"], update["apply"]
     assert update["resident"] == 0 and estimate["optimizer_on_host"]
     planned = estimate["params"] + estimate["accumulator"] + estimate["batch"]
