@@ -143,7 +143,8 @@ def print_update(config: TrainConfig, cfg: ModelConfig, shape: UpdateShape, esti
                  compiled: CompiledUpdate | None, target: Target, verdict: Verdict) -> None:
     console.print(f"GRPO update: {shape.micro_batches} micro-batch(es) x {shape.micro_batch_rows} row(s) per batch "
                   f"shard x {shape.row_len} tokens (every episode of {config.groups.groups} x "
-                  f"{config.groups.group_size} in a row of its own: the largest step)")
+                  f"{config.groups.group_size} in a row of its own: the largest step), {shape.call_micro_batches} "
+                  "per accumulate call")
     console.print(memory_table(estimate, compiled, target))
     budget = f" of {decimal(verdict.budget)}" if verdict.budget else ""
     status = {True: "[green]fits[/green]", False: "[red]does not fit[/red]", None: "no budget on CPU"}[verdict.fits]

@@ -134,7 +134,7 @@ class GRPOTrainer:
         return int(np.prod([self.mesh.shape[a] for a in self.rules.mesh_axes("batch")]))
 
     @functools.cached_property
-    def _memory(self) -> HostOffload:
+    def _host_offload(self) -> HostOffload:
         return HostOffload()
 
     # --------------------------------------------------------------- the update
@@ -143,9 +143,9 @@ class GRPOTrainer:
 
         The parameters must be in device memory; the optimizer state may be in host memory (colocated runs
         leave it there between steps, tbjax.colocate) and is brought to the device only for `apply`."""
-        opt_state = self._memory.to_host(state.opt_state) if self.offload_optimizer else state.opt_state
+        opt_state = self._host_offload.to_host(state.opt_state) if self.offload_optimizer else state.opt_state
         grads, sums = self._accumulate_all(state.params, {k: batch.arrays[k] for k in (*FIELDS, HEAD_INDEX)})
-        state = TrainState(state.params, self._memory.to_device(opt_state), state.step)
+        state = TrainState(state.params, self._host_offload.to_device(opt_state), state.step)
         state, sums = self._apply(state, grads, sums, jnp.float32(batch.denominator))
         return state, summarise(jax.device_get(sums), batch.denominator)
 
