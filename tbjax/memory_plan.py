@@ -88,22 +88,29 @@ class MemoryPlan:
 
     def lines(self) -> list[tuple[str, int]]:
         """(what, bytes) for every part, in the order the report prints them."""
-        where = "in host memory until apply" if self.optimizer_on_host else "on the device throughout"
-        return [("parameters", self.params), (f"optimizer state (AdamW moments, float32, {where})", self.optimizer),
-                ("gradient accumulator (float32)", self.accumulator),
-                ("a micro-batch's gradient (parameter dtype)", self.micro_gradient),
-                ("residual checkpoints (one per layer)", self.residuals),
-                ("one layer's recompute and backward", self.layer_working_set),
-                (f"attention ({self.attention_note})", self.attention),
-                ("vocabulary tables and logit chunks", self.vocabulary),
-                ("the packed micro-batches of one accumulate call", self.batch)]
+        return [(label, value) for _, label, value in self._parts()]
 
     def peak_lines(self) -> list[tuple[str, int]]:
         """The lines of the program whose peak is the plan's peak: what would have to shrink."""
-        lines = self.lines()
         if self.apply_peak > self.backward_peak:
-            return lines[:3]
-        return [line for i, line in enumerate(lines) if not (i == 1 and self.optimizer_on_host)]
+            held = {"params", "optimizer", "accumulator"}
+        else:
+            held = {field for field, _, _ in self._parts()} - ({"optimizer"} if self.optimizer_on_host else set())
+        return [(label, value) for field, label, value in self._parts() if field in held]
+
+    def _parts(self) -> list[tuple[str, str, int]]:
+        """(field, label, bytes) of every part."""
+        where = "in host memory until apply" if self.optimizer_on_host else "on the device throughout"
+        labels = {
+            "params": "parameters", "optimizer": f"optimizer state (AdamW moments, float32, {where})",
+            "accumulator": "gradient accumulator (float32)",
+            "micro_gradient": "a micro-batch's gradient (parameter dtype)",
+            "residuals": "residual checkpoints (one per layer)",
+            "layer_working_set": "one layer's recompute and backward",
+            "attention": f"attention ({self.attention_note})", "vocabulary": "vocabulary tables and logit chunks",
+            "batch": "the packed micro-batches of one accumulate call",
+        }
+        return [(field, label, getattr(self, field)) for field, label in labels.items()]
 
 
 @dataclasses.dataclass(frozen=True)
