@@ -14,12 +14,13 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools.base import Tool
-from pydantic import ValidationError
+from pydantic import AfterValidator, ValidationError
 
+from envs.arguments import argument_refusal, input_errors_refused, storable
 from envs.sandbox import DatabaseTemplate, Sandbox
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class Domain:
         )
 
     @cached_property
-    def mcp_tools(self) -> dict[str, Tool]:
+    def mcp_tools(self) -> dict[str, DomainTool]:
         """MCP tool definitions with unbound bodies; `bind_tools` attaches them to one sandbox."""
         tools = {}
         for fn in self.tools:
@@ -78,7 +79,7 @@ class Domain:
             sandbox.apply_patch(patch)  # the authorizer marks the patched tables for re-hashing
         return sandbox
 
-    def bind_tools(self, sandbox: Sandbox) -> list[Tool]:
+    def bind_tools(self, sandbox: Sandbox) -> list[DomainTool]:
         """Copies of the tool definitions whose bodies act on `sandbox` (cheap: no schema rebuilt)."""
         return [
             definition.model_copy(update={"fn": _bound_body(self._functions[name], sandbox)})
@@ -86,34 +87,62 @@ class Domain:
         ]
 
     def invoke(self, sandbox: Sandbox, name: str, args: Mapping[str, Any]) -> Any:
-        """Call a tool directly with MCP's own argument validation (golden replays, no transport)."""
+        """Call a tool directly with MCP's own argument validation (golden replays, no transport).
+
+        Refuses what an MCP call refuses, with the same texts: a `ToolError` for bad arguments, for a refusal
+        by the tool and for an input error in its body; a programming error propagates as itself.
+        """
         definition = self.mcp_tools.get(name)
         if definition is None:
             raise ToolError(f"Unknown tool: {name}")
         try:
             kwargs = definition.fn_metadata.validate_arguments(dict(args))
         except ValidationError as exc:
-            raise ToolError(f"Error executing tool {name}: {exc}") from exc
-        with sandbox.transaction():
+            raise argument_refusal(name, exc) from exc
+        with input_errors_refused(name), sandbox.transaction():
             return self._functions[name](sandbox, **kwargs)
 
 
-def _tool_definition(domain: str, fn: ToolFunction) -> Tool:
-    """Derive the MCP schema from `fn`'s hints without its leading `db: Sandbox` parameter."""
+class DomainTool(Tool):
+    """An MCP tool of a domain: the SDK's `Tool`, with argument refusals the agent can act on.
+
+    The SDK reports arguments that fail validation as pydantic's multi-line report (model name, error type,
+    documentation URL); here they read one clause per argument: name, value, rule. Everything else, a
+    refusal raised by the tool and a crash alike, keeps the SDK's handling.
+    """
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise argument_refusal(self.name, exc.__cause__) from exc.__cause__
+
+
+def _tool_definition(domain: str, fn: ToolFunction) -> DomainTool:
+    """Derive the MCP schema from `fn`'s hints without its leading `db: Sandbox` parameter.
+
+    Every other parameter must be annotated (its type is the schema the agent reads) and is also checked by
+    `envs.arguments.storable`, so no tool body ever sees a value its backend cannot store.
+    """
     signature = inspect.signature(fn, eval_str=True)
     parameters = list(signature.parameters.values())
     if not parameters or parameters[0].name != "db":
         raise TypeError(f"tool {domain}.{fn.__name__} must take `db: Sandbox` as its first parameter")
     if not (fn.__doc__ or "").strip():
         raise TypeError(f"tool {domain}.{fn.__name__} needs a docstring: it is the description the agent reads")
+    if untyped := [p.name for p in parameters[1:] if p.annotation is inspect.Parameter.empty]:
+        raise TypeError(f"tool {domain}.{fn.__name__}: parameters {untyped} need type annotations")
 
     async def unbound(**_: Any) -> Any:
         raise RuntimeError(f"tool {fn.__name__} is not bound to a sandbox; use Domain.bind_tools")
 
-    unbound.__signature__ = signature.replace(parameters=parameters[1:])  # type: ignore[attr-defined]
+    checked = [p.replace(annotation=Annotated[p.annotation, AfterValidator(storable)]) for p in parameters[1:]]
+    unbound.__signature__ = signature.replace(parameters=checked)  # type: ignore[attr-defined]
     unbound.__name__ = fn.__name__
-    return Tool.from_function(unbound, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""),
-                              structured_output=False)
+    return DomainTool.from_function(unbound, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""),
+                                    structured_output=False)
 
 
 def _bound_body(fn: ToolFunction, sandbox: Sandbox) -> Callable[..., Any]:
@@ -121,7 +150,7 @@ def _bound_body(fn: ToolFunction, sandbox: Sandbox) -> Callable[..., Any]:
     # than a thread hop, and episodes in one loop never share a connection. The result goes back as one
     # JSON text (the SDK would split a list into one content block per item).
     async def body(**kwargs: Any) -> str:
-        with sandbox.transaction():
+        with input_errors_refused(fn.__name__), sandbox.transaction():
             return json.dumps(fn(sandbox, **kwargs), ensure_ascii=False)
 
     return body

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.server.mcpserver.exceptions import ToolError
 
 from envs.domain import Domain
@@ -28,13 +30,25 @@ def initial_sandbox(domain: Domain, task: Task) -> Sandbox:
         raise InvalidTaskError(task.id, f"initial_patch does not apply: {exc}") from exc
 
 
-def run_golden_path(domain: Domain, task: Task, sandbox: Sandbox) -> None:
-    """Execute the golden path on `sandbox`; the first failing call closes it and invalidates the task."""
+def run_golden_path(domain: Domain, task: Task, sandbox: Sandbox) -> list[Any]:
+    """Execute the golden path on `sandbox` and return each call's result; the first failing call closes the
+    sandbox and invalidates the task."""
+    results = []
     for step, call in enumerate(task.golden_path, start=1):
         try:
-            domain.invoke(sandbox, call.tool, call.args)
+            results.append(domain.invoke(sandbox, call.tool, call.args))
         except (ToolError, ValueError, TypeError, LookupError) as exc:
             sandbox.close()
             raise InvalidTaskError(
                 task.id, f"golden step {step} {call.tool}({call.args}) failed to replay: {exc}"
             ) from exc
+    return results
+
+
+def golden_results(domain: Domain, task: Task) -> list[Any]:
+    """What each golden call returns, replayed on a fresh sandbox that is closed afterwards."""
+    sandbox = initial_sandbox(domain, task)
+    try:
+        return run_golden_path(domain, task, sandbox)
+    finally:
+        sandbox.close()

@@ -17,6 +17,7 @@ from envs.domain import Domain
 from envs.errors import InvalidTaskError
 from envs.golden import initial_sandbox, run_golden_path
 from envs.judges.rules import check_rule
+from envs.precision import with_precision_rubric
 from envs.registry import builtin_domains, get_domain
 from envs.tasks import Split, Task, TaskKind
 from envs.templates import GenContext
@@ -25,7 +26,8 @@ _STATE_CHANGING = {TaskKind.DIRECT, TaskKind.APPROVAL}
 
 
 def generate(domain: Domain) -> list[Task]:
-    """The domain's tasks from its templates, not yet sealed."""
+    """The domain's tasks from its templates (information tasks with their answer-precision rubric), not yet
+    sealed."""
     tasks = []
     for tmpl in domain.templates:
         for variant in range(tmpl.variants):
@@ -36,7 +38,7 @@ def generate(domain: Domain) -> list[Task]:
                 golden_path=tuple(draft.golden_path), rubrics=tuple(draft.rubrics),
                 reference_answer=draft.reference_answer,
             ))
-    return tasks
+    return [with_precision_rubric(domain, task) for task in tasks]
 
 
 def seal(domain: Domain, task: Task) -> Task:

@@ -12,6 +12,7 @@ re-hashes only tables that were touched.
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -83,6 +84,10 @@ class DatabaseTemplate:
             return sum(self._conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in self.tables)
 
 
+class RefusedSqlError(ValueError):
+    """SQL text a tool may not run (a quoted literal): a bug in the tool, never the agent's input."""
+
+
 class Sandbox:
     """One episode's private database plus its fixed clock, id counters and per-episode memory.
 
@@ -115,7 +120,7 @@ class Sandbox:
     @staticmethod
     def _checked(sql: str) -> str:
         if "'" in sql or '"' in sql:
-            raise ValueError(f"SQL with quoted literals is refused; pass values as parameters: {sql!r}")
+            raise RefusedSqlError(f"SQL with quoted literals is refused; pass values as parameters: {sql!r}")
         return sql
 
     def query(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
@@ -137,12 +142,22 @@ class Sandbox:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """All-or-nothing: a tool that fails half-way leaves no partial writes."""
+        """All-or-nothing: a tool that fails half-way leaves no trace.
+
+        Besides the SQLite writes, the episode's bookkeeping is restored on any exception: the id counters (so
+        a retry after a failed write mints the id the golden path mints) and the memory (so a failed call
+        verifies no one). `dirty_tables` is deliberately kept: the authorizer runs when a statement is
+        prepared, and the connection's statement cache re-runs a prepared statement without asking it again,
+        so a table dropped from the set here would go unmarked when the retry writes it. A table that stays
+        marked after a rollback is merely re-hashed, to the same digest.
+        """
+        saved = dict(self._id_counters), copy.deepcopy(self.memory)
         self._conn.execute("BEGIN")
         try:
             yield
         except BaseException:
             self._conn.execute("ROLLBACK")
+            self._id_counters, self.memory = saved
             raise
         self._conn.execute("COMMIT")
 

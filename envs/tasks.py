@@ -59,12 +59,15 @@ class Rubric(BaseModel):
 
     must_mention: passes when any phrase of `phrases` occurs (normalised, on word boundaries).
     must_not_mention: fails when any phrase of `phrases` occurs.
+    mention_at_most: passes when at most `limit` phrases of `phrases` occur (answer precision: a reply may
+        repeat a few record values nobody asked for, not replay the records).
     llm_yes_no: an LLM judge answers `question` about the replies; passes on "yes".
     """
 
     model_config = ConfigDict(frozen=True)
-    kind: Literal["must_mention", "must_not_mention", "llm_yes_no"]
+    kind: Literal["must_mention", "must_not_mention", "mention_at_most", "llm_yes_no"]
     phrases: tuple[str, ...] = ()
+    limit: int = Field(default=0, ge=0, description="mention_at_most: how many of `phrases` may occur")
     question: str = ""
     description: str = ""
 

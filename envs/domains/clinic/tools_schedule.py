@@ -8,9 +8,10 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from envs.domains.clinic.desk import AppointmentId, PatientId, PractitionerId, dollars, found, owned, require_verified
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import IsoDate, Sandbox, ToolError
 
-IsoDate = Annotated[str, Field(description="a date, YYYY-MM-DD")]
+FirstDate = Annotated[IsoDate, Field(description="a date, YYYY-MM-DD")]
+LastDate = Annotated[IsoDate | None, Field(description="last date to include, YYYY-MM-DD; default 13 days on")]
 
 
 def list_practitioners(
@@ -29,8 +30,8 @@ def list_practitioners(
 def list_open_slots(
     db: Sandbox,
     practitioner_id: PractitionerId,
-    from_date: IsoDate,
-    to_date: Annotated[str | None, Field(description="last date to include, YYYY-MM-DD; default 13 days on")] = None,
+    from_date: FirstDate,
+    to_date: LastDate = None,
 ) -> list[dict[str, Any]]:
     """Open (bookable) slots of one practitioner between two dates; past slots are never listed."""
     found(db.one("SELECT practitioner_id FROM practitioners WHERE practitioner_id = ?", (practitioner_id,)),

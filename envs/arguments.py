@@ -1,0 +1,112 @@
+"""Tool arguments at the MCP boundary: only values a backend can store get through, and refusals explain why.
+
+Every parameter of every domain tool is checked by `storable` after its own type: no lone UTF-16 surrogate
+in a string (SQLite and the JSON transport cannot encode one), no NaN, infinity or float beyond
+`MAX_MAGNITUDE` (an amount's cents must fit a 64-bit integer), no integer outside SQLite's signed 64-bit
+range. `IsoDate` is the type for dates a tool parses. A refused call comes back to the agent as an MCP
+`isError` result that names the tool, the argument, its value and the rule it broke.
+
+Values a tool body still cannot take (a `ValueError`, `OverflowError` or `sqlite3.DataError` from a parser or
+from SQLite binding an argument) are refused the same way by `input_errors_refused`, and logged as a missing
+boundary check. Programming errors (`AttributeError`, `TypeError`, `KeyError`, `NameError`, an SQLite
+`IntegrityError` or `OperationalError`, SQL refused by the sandbox) are not converted: the SDK reports them to
+the agent as a bare "Error executing tool X" and logs the traceback at ERROR, so a bug stays loud.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import date
+from typing import Annotated, Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import AfterValidator, ValidationError
+from pydantic_core import ErrorDetails
+
+from envs.sandbox import RefusedSqlError
+
+logger = logging.getLogger(__name__)
+
+MAX_MAGNITUDE = 1e15  # far beyond any business amount, yet its cents still fit a 64-bit integer
+_INT64 = range(-(2**63), 2**63)
+_SHOWN_CHARS = 60  # a refused value is quoted up to this many characters
+
+
+def _violation(value: Any) -> str | None:
+    """Why `value` (or a value nested in it) cannot be stored, or None when it can."""
+    if isinstance(value, str):
+        if any("\ud800" <= ch <= "\udfff" for ch in value):
+            return "contains a lone UTF-16 surrogate, which is not text"
+    elif isinstance(value, float):
+        if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
+            return f"must be a finite number within ±{MAX_MAGNITUDE:.0e}"
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if value not in _INT64:
+            return "must fit a signed 64-bit integer (-2**63 .. 2**63-1)"
+    elif isinstance(value, Mapping):
+        return next(filter(None, map(_violation, (*value.keys(), *value.values()))), None)
+    elif isinstance(value, list | tuple | set | frozenset):
+        return next(filter(None, map(_violation, value)), None)
+    return None
+
+
+def storable(value: Any) -> Any:
+    """Pydantic after-validator for every tool parameter: `value` unchanged, or a ValueError saying why not."""
+    if (problem := _violation(value)) is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _iso_date(text: str) -> str:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        raise ValueError("not a date (YYYY-MM-DD)") from None
+    return text
+
+
+IsoDate = Annotated[str, AfterValidator(_iso_date)]  # a calendar date as YYYY-MM-DD, checked before the tool runs
+
+
+def shown(value: Any) -> str:
+    """`value` quoted for an error message: repr (escapes surrogates), cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]}...({len(text)} chars)"
+
+
+def _describe(error: ErrorDetails) -> str:
+    """One argument's failure, e.g. "from_date '2026-13-45': not a date (YYYY-MM-DD)"."""
+    where = ".".join(str(part) for part in error["loc"]) or "arguments"
+    if error["type"] == "missing":
+        return f"{where} is required"
+    cause = error.get("ctx", {}).get("error")
+    rule = str(cause) if isinstance(cause, ValueError) else error["msg"]
+    return f"{where} {shown(error['input'])}: {rule}"
+
+
+def argument_refusal(tool: str, exc: ValidationError) -> ToolError:
+    """The agent-facing refusal of arguments that failed validation, one clause per bad argument."""
+    clauses = "; ".join(_describe(error) for error in exc.errors(include_url=False))
+    return ToolError(f"Error executing tool {tool}: {clauses}")
+
+
+@contextmanager
+def input_errors_refused(tool: str) -> Iterator[None]:
+    """Turn an input error raised inside `tool`'s body into a refusal (a `ToolError`) the agent can read.
+
+    Only errors that an argument's value can cause are converted (`ValueError`, which includes
+    `UnicodeError`, `OverflowError` and `sqlite3.DataError`); they are logged at WARNING with the traceback,
+    since each one means a boundary validator is missing. `RefusedSqlError` is a bug in the tool and every
+    other exception keeps its type: the SDK logs it as a crash.
+    """
+    try:
+        yield
+    except RefusedSqlError:
+        raise
+    except (ValueError, OverflowError, sqlite3.DataError) as exc:
+        logger.warning("tool %s: argument value reached the body and failed there", tool, exc_info=True)
+        raise ToolError(f"an argument value was refused: {shown(exc)}") from exc
