@@ -4,6 +4,10 @@
 something unparseable, a sandbox could not be built). The trainer must never score these as the agent's
 failure: it refills the group instead. Each carries a short machine-readable `kind` for metrics.
 
+`ConfigError` is the operator's mistake (a rubric that needs a judge and none configured, an API-key
+variable that is not set): it is *not* an `EnvSystemError`, so it stops the run with its traceback instead of
+voiding every episode it touches.
+
 `InvalidTaskError` is an authoring bug in a domain (a golden path that does not replay, a duplicate task):
 it is raised at load time so a broken task never reaches training.
 """
@@ -40,10 +44,9 @@ class JudgeParseError(EnvSystemError):
     kind = "judge_unparseable"
 
 
-class ConfigError(EnvSystemError):
-    """Configuration the environment cannot run with (e.g. an API-key variable that is not set)."""
-
-    kind = "config"
+class ConfigError(Exception):
+    """Configuration the environment cannot run with (e.g. an API-key variable that is not set). Not a
+    system error: every episode would fail the same way, so voiding them would only hide the mistake."""
 
 
 class InvalidTaskError(ValueError):

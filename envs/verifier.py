@@ -46,7 +46,9 @@ def diff_states(expected: Sandbox, actual: Sandbox) -> list[DiffEntry]:
 
 async def grade(domain: Domain, task: Task, sandbox: Sandbox, replies: Sequence[str],
                 judge: LlmJudge | None = None) -> Verdict:
-    """The verdict for `task` given the episode's final `sandbox` and every reply the agent sent the user."""
+    """The verdict for `task` given the episode's final `sandbox` and every reply the agent sent the user.
+    A judge that fails (`EnvSystemError`) gives a system-error verdict; a task that needs a judge when none is
+    configured raises `ConfigError`: every such episode would fail alike, so the run must stop."""
     if task.golden_hash is None:
         raise ValueError(f"task {task.id} is not sealed; load it with envs.load_tasks or envs.loading.seal")
     state_matches = sandbox.state_hash() == task.golden_hash

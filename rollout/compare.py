@@ -2,8 +2,9 @@
 
 Why: a gain in pass@1 can hide lost tasks, and over a few hundred tasks a few points may be noise. So every
 score's delta (b - a) comes with a paired bootstrap interval over the tasks both campaigns ran, and the tasks
-gained and lost are listed: at k/k (every trial passed in one campaign, not in the other) and at pass@k (some
-trial passed in one, none in the other), overall and per domain.
+gained and lost are listed: at k/k (observed k/k strictly, as in summary.json: all k trials of the campaign
+scored and passed in one campaign, not in the other) and at pass@k (some trial passed in one, none in the
+other), overall and per domain.
 
 DIR/compare.json: `a`, `b` (summaries as in summary.json), `delta` (b - a, same keys; null where either side
 is null), `ci` (95% bootstrap intervals of the score deltas, same keys as the scores; tokens and cost have
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rollout.evaluation.prices import PriceTable, load_prices
-from rollout.evaluation.summary import campaign_k, summarize
+from rollout.evaluation.summary import summarize
 from rollout.metrics import TaskCounts, paired_bootstrap_ci, per_task_scores, reported_ks
 from rollout.plots import compare_domains_png
 from rollout.records import TrialRecord, atomic_write, canonical_json, read_records, task_counts
@@ -45,11 +46,12 @@ def _paired(a: Sequence[TaskCounts], b: Sequence[TaskCounts]) -> tuple[list[Task
     return common, [by_id[t.task_id] for t in common]
 
 
-def score_intervals(a: Sequence[TaskCounts], b: Sequence[TaskCounts], ks: Sequence[int], *, resamples: int,
-                    seed: int) -> dict[str, Any]:
-    """Bootstrap intervals of the score deltas, keyed like the summary's scores."""
+def score_intervals(a: Sequence[TaskCounts], b: Sequence[TaskCounts], ks: Sequence[int], trials: tuple[int, int], *,
+                    resamples: int, seed: int) -> dict[str, Any]:
+    """Bootstrap intervals of the score deltas, keyed like the summary's scores; `trials` are each campaign's
+    trials per task (its k of observed k/k)."""
     pa, pb = _paired(a, b)
-    ta, tb = per_task_scores(pa, ks), per_task_scores(pb, ks)
+    ta, tb = per_task_scores(pa, ks, trials[0]), per_task_scores(pb, ks, trials[1])
 
     def ci(name: str) -> list[float] | None:
         interval = paired_bootstrap_ci(ta, tb, name, resamples=resamples, seed=seed)
@@ -60,12 +62,16 @@ def score_intervals(a: Sequence[TaskCounts], b: Sequence[TaskCounts], ks: Sequen
             "observed_k_of_k": {"count": ci("observed_k_of_k/count"), "share": ci("observed_k_of_k/share")}}
 
 
-def _changes(a: Sequence[TaskCounts], b: Sequence[TaskCounts]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _changes(a: Sequence[TaskCounts], b: Sequence[TaskCounts],
+             trials: tuple[int, int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Tasks gained and lost at observed k/k (strict, each campaign with its own `trials` per task) and at
+    pass@k."""
     pa, pb = _paired(a, b)
     gained: dict[str, Any] = {"k_of_k": [], "pass_at_k": []}
     lost: dict[str, Any] = {"k_of_k": [], "pass_at_k": []}
     for x, y in zip(pa, pb, strict=True):
-        for key, before, after in (("k_of_k", x.c == x.n, y.c == y.n), ("pass_at_k", x.c > 0, y.c > 0)):
+        k_of_k = x.observed_all_of(trials[0]), y.observed_all_of(trials[1])
+        for key, before, after in (("k_of_k", *k_of_k), ("pass_at_k", x.c > 0, y.c > 0)):
             if after and not before:
                 gained[key].append(x.task_id)
             elif before and not after:
@@ -77,16 +83,18 @@ def compare(a: Sequence[TrialRecord], b: Sequence[TrialRecord], *, prices: Price
             resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """compare.json's content for campaigns `a` and `b` (their trial records)."""
     sa, sb = summarize(a, prices), summarize(b, prices)
-    ks = reported_ks(min(campaign_k(a), campaign_k(b)))
+    trials = sa["k"], sb["k"]
+    ks = reported_ks(min(trials))
     ca, cb = task_counts(a), task_counts(b)
-    gained, lost = _changes(ca, cb)
+    gained, lost = _changes(ca, cb, trials)
     result = {"a": sa, "b": sb, "delta": delta(sa, sb),
-              "ci": score_intervals(ca, cb, ks, resamples=resamples, seed=seed), "gained": gained, "lost": lost}
+              "ci": score_intervals(ca, cb, ks, trials, resamples=resamples, seed=seed), "gained": gained,
+              "lost": lost}
     result["ci"]["domains"], gained["domains"], lost["domains"] = {}, {}, {}
     for domain in sorted(set(sa["domains"]) & set(sb["domains"])):
         da, db = [t for t in ca if t.domain == domain], [t for t in cb if t.domain == domain]
-        result["ci"]["domains"][domain] = score_intervals(da, db, ks, resamples=resamples, seed=seed)
-        gained["domains"][domain], lost["domains"][domain] = _changes(da, db)
+        result["ci"]["domains"][domain] = score_intervals(da, db, ks, trials, resamples=resamples, seed=seed)
+        gained["domains"][domain], lost["domains"][domain] = _changes(da, db, trials)
     return result
 
 

@@ -3,9 +3,11 @@ reply to the user -> user turn, until the user stops, the agent ends, max turns,
 wall-clock timeout. It returns the Trajectory (exactly the sampled tokens, their behaviour log-probs, the
 loss mask) and the Verdict.
 
-Failures of the engine, the user simulator, the judge or the tool server are system errors carried on the
-trajectory (reward None, never 0); the agent's bad output never is: a malformed call goes back to the agent
-as a tool error. The agent ends an episode by emitting end-of-text instead of end-of-turn.
+Infrastructure failures of the engine, the user simulator, the judge or the tool server
+(`rollout.failures.INFRASTRUCTURE_ERRORS`) are system errors carried on the trajectory (reward None, never 0);
+any other exception is a bug and propagates, after the session is closed. The agent's bad output is never an
+error: a malformed call goes back to the agent as a tool error. The agent ends an episode by emitting
+end-of-text instead of end-of-turn.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from envs import EnvironmentSession, EnvSystemError, Task, Verdict, open_session
-from rollout.engine import Engine, EngineError, SamplingParams
+from envs import EnvironmentSession, Task, Verdict, open_session
+from rollout.engine import Engine, SamplingParams
+from rollout.failures import INFRASTRUCTURE_ERRORS, closes_on_error, system_error_kind
 from rollout.interpret import Interpreter, TokenSequence, ToolCall, ToolCatalog, malformed_message, tool_message
 from rollout.trajectory import Termination, Trajectory
 
@@ -56,14 +59,13 @@ class _Timer:
         self.seconds: dict[str, float] = {}
 
     async def measure(self, phase: str, awaitable: Awaitable[Any], failure_kind: str) -> Any:
-        """Awaits `awaitable`, adding its time to `phase`; infrastructure exceptions become system errors."""
+        """Awaits `awaitable`, adding its time to `phase`; infrastructure exceptions become system errors of
+        their own kind or else `failure_kind`, any other exception propagates as it is."""
         start = time.perf_counter()
         try:
             return await awaitable
-        except (EngineError, EnvSystemError) as error:
-            raise _SystemError(getattr(error, "kind", failure_kind), str(error)) from error
-        except (OSError, RuntimeError) as error:  # a dead tool server or client connection
-            raise _SystemError(failure_kind, repr(error)) from error
+        except INFRASTRUCTURE_ERRORS as error:
+            raise _SystemError(system_error_kind(error, failure_kind), repr(error)) from error
         finally:
             self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
 
@@ -140,6 +142,8 @@ class Episode:
             malformed_tool_calls=self.malformed, timings=dict(self.timer.seconds))
 
     async def run(self, opener: SessionOpener) -> EpisodeResult:
+        """Opens the session, converses, grades. Infrastructure failures give a system-error result; any
+        other exception propagates, the session closed first (no sandbox or tool server outlives a bug)."""
         start = time.perf_counter()
         try:
             session = await self.timer.measure("open", opener(self.task), "environment")
@@ -147,13 +151,14 @@ class Episode:
             return EpisodeResult(self._trajectory("system_error", None, error.kind), None)
         failure: _SystemError | None = None
         termination: Termination = "system_error"
-        try:
-            async with asyncio.timeout(self.config.timeout_s):
-                termination = await self._conversation(session)
-        except TimeoutError:
-            termination = "timeout"
-        except _SystemError as error:
-            failure = error
+        async with closes_on_error(session):
+            try:
+                async with asyncio.timeout(self.config.timeout_s):
+                    termination = await self._conversation(session)
+            except TimeoutError:
+                termination = "timeout"
+            except _SystemError as error:
+                failure = error
         try:
             verdict = await self.timer.measure("grade", session.close(final_reply=self.last_reply), "grader")
         except _SystemError as error:

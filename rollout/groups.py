@@ -4,8 +4,9 @@ signal-free groups resampled.
 Rules, in the order they apply:
 - Episodes run concurrently across every group of a pass, at most `max_concurrency` at once.
 - A group with any system error (a trajectory without reward or with `system_error`, or the runner raising
-  one of the infrastructure errors) is re-run whole, up to `system_error_retries` times; its failed runs are
-  counted by kind and never scored. A group that still fails is given up: its task is reported in
+  one of `rollout.failures.INFRASTRUCTURE_ERRORS`) is re-run whole, up to `system_error_retries` times; its
+  failed runs are counted by kind and never scored. Any other exception of a runner is a bug: it cancels the
+  batch's other episodes and propagates. A group that still fails is given up: its task is reported in
   `Batch.replaced_tasks` and a new task from the source takes its place. More than `max_replacements` given-up
   tasks in one batch means the infrastructure is broken, and `SchedulingError` is raised.
 - DAPO dynamic sampling: a group whose rewards are all equal has zero advantage everywhere and is dropped;
@@ -23,7 +24,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Generic, TypeVar
 
-from rollout.engine import EngineError
+from rollout.failures import INFRASTRUCTURE_ERRORS, system_error_kind
 from rollout.trajectory import Trajectory
 
 T = TypeVar("T")
@@ -97,11 +98,10 @@ class GroupScheduler(Generic[T]):
     """Fills one batch per `next_batch()` call from a task iterator the caller owns (and checkpoints)."""
 
     def __init__(self, tasks: Iterator[T], run_episode: EpisodeRunner[T], config: GroupConfig,
-                 infrastructure_errors: tuple[type[BaseException], ...] = (EngineError,), first_draw: int = 0) -> None:
+                 first_draw: int = 0) -> None:
         self._tasks = tasks
         self._run_episode = run_episode
         self.config = config
-        self._infrastructure_errors = infrastructure_errors
         self._draws = first_draw  # group ids stay unique across batches (and across a resume: see `draws`)
 
     @property
@@ -185,8 +185,8 @@ class GroupScheduler(Generic[T]):
         async with semaphore:
             try:
                 trajectory = await self._run_episode(task, group_id, member)
-            except self._infrastructure_errors as e:
-                return str(getattr(e, "kind", type(e).__name__))
+            except INFRASTRUCTURE_ERRORS as error:
+                return system_error_kind(error, type(error).__name__)
         if trajectory.group_id != group_id:
             raise ValueError(f"the episode runner returned group_id {trajectory.group_id!r} for group "
                              f"{group_id!r}; advantages are computed per group_id, so it must pass it through")

@@ -32,6 +32,16 @@ class TaskCounts:
         if not 0 <= self.c <= self.n:
             raise ValueError(f"task {self.task_id}: successes {self.c} must lie in [0, trials {self.n}]")
 
+    def observed_all_of(self, k: int) -> bool:
+        """Observed k/k, strictly: at least k clean trials and every one passed. A task that lost a trial to a
+        system error was not observed k times, so it does not count however its clean trials went."""
+        return 0 < k <= self.n and self.c == self.n
+
+    @property
+    def all_clean_passed(self) -> bool:
+        """Every clean trial passed (at least one): k/k with the system-error trials ignored."""
+        return self.n > 0 and self.c == self.n
+
 
 def pass_at_1(counts: Sequence[TaskCounts]) -> float | None:
     """Total successes / total clean trials (pooled over tasks); None without clean trials."""
@@ -85,11 +95,23 @@ def pass_hat_k_tables(counts: Sequence[TaskCounts], ks: Sequence[int]) -> dict[s
             "plugin": {str(k): mean_over_tasks(counts, k, pass_hat_k_plugin) for k in ks}}
 
 
-def observed_k_of_k(counts: Sequence[TaskCounts]) -> dict[str, float | int | None]:
-    """Tasks whose every clean trial passed: {count, share of tasks with a clean trial}."""
-    scored = [t for t in counts if t.n > 0]
-    count = sum(1 for t in scored if t.c == t.n)
-    return {"count": count, "share": count / len(scored) if scored else None}
+def observed_k_of_k(counts: Sequence[TaskCounts], k: int) -> dict[str, float | int | None]:
+    """Tasks solved in all k trials, strictly (`TaskCounts.observed_all_of`): {count, share of tasks with a
+    clean trial}."""
+    return _task_share(counts, [t.observed_all_of(k) for t in counts])
+
+
+def all_clean_trials_passed(counts: Sequence[TaskCounts]) -> dict[str, float | int | None]:
+    """Tasks whose every clean trial passed, system-error trials ignored (`TaskCounts.all_clean_passed`):
+    {count, share of tasks with a clean trial}. Reported beside the strict observed k/k, never instead of it:
+    the gap between the two is the tasks that looked perfect only because trials were lost."""
+    return _task_share(counts, [t.all_clean_passed for t in counts])
+
+
+def _task_share(counts: Sequence[TaskCounts], hits: Sequence[bool]) -> dict[str, float | int | None]:
+    scored = sum(1 for t in counts if t.n > 0)
+    count = sum(hits)
+    return {"count": count, "share": count / scored if scored else None}
 
 
 def jeffreys_interval(n: int, c: int, level: float = 0.95) -> tuple[float, float]:
@@ -160,12 +182,14 @@ def sum_usage(usages: Sequence[Mapping[str, int]]) -> dict[str, int]:
 
 # --- paired bootstrap over tasks (for comparing two campaigns) -----------------------------------------------
 
-def per_task_scores(counts: Sequence[TaskCounts], ks: Sequence[int]) -> dict[str, np.ndarray]:
+def per_task_scores(counts: Sequence[TaskCounts], ks: Sequence[int], observed_k: int) -> dict[str, np.ndarray]:
     """Per-task values whose task mean is each score ("pass@k/5", "pass^k/plugin/5", ...; NaN where a task
-    has fewer than k clean trials), plus "c" and "n" for the pooled pass@1. Arrays: [tasks] float64."""
+    has fewer than k clean trials), plus "c" and "n" for the pooled pass@1 and "observed" for the strict
+    observed k/k of a campaign of `observed_k` trials per task. Arrays: [tasks] float64."""
     table: dict[str, np.ndarray] = {"c": np.array([t.c for t in counts], float),
                                     "n": np.array([t.n for t in counts], float),
-                                    "observed": np.array([float(t.c == t.n) if t.n else np.nan for t in counts])}
+                                    "observed": np.array([float(t.observed_all_of(observed_k)) if t.n else np.nan
+                                                          for t in counts])}
     named = {"pass@k": pass_at_k_task, "pass^k/combinatorial": pass_hat_k_combinatorial,
              "pass^k/plugin": pass_hat_k_plugin}
     for name, per_task in named.items():

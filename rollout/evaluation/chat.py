@@ -6,8 +6,9 @@ on messages instead: the environment's system messages and the user's opening, t
 against the tool schemas like ours, bad ones answered as tool errors), plain text goes to the simulated user.
 There is no end-of-text token in a chat API, so the episode ends when the user stops, at max_turns or when the
 API's reported prompt exceeds the token budget. Usage comes from the API's `usage` (cached and reasoning
-tokens from its `*_details` when reported). Endpoint failures after retries are system errors, never
-failures of the agent.
+tokens from its `*_details` when reported). Endpoint failures after retries, like every failure in
+`rollout.failures.INFRASTRUCTURE_ERRORS`, are system errors, never failures of the agent; any other exception
+is a bug and stops the campaign, the session closed first.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import httpx
 from envs import EnvSystemError, Task, open_session
 from rollout.episode import EpisodeConfig, SessionOpener
 from rollout.evaluation.runner import TrialRunner, verdict_lines
+from rollout.failures import INFRASTRUCTURE_ERRORS, closes_on_error, system_error_kind
 from rollout.interpret import ToolCall, ToolCatalog, malformed_message, tool_message
 from rollout.interpret.calls import MalformedCall, RawCall
 from rollout.records import TrialRecord, Usage
@@ -168,20 +170,21 @@ def chat_trial_runner(agent: ChatAgent, *, opener: SessionOpener | None = None,
         termination = "system_error"
         try:
             session = await open_(task)
-        except (EnvSystemError, OSError) as exc:
-            error = getattr(exc, "kind", "environment")
+        except INFRASTRUCTURE_ERRORS as exc:
+            error = system_error_kind(exc, "environment")
         else:
-            try:
-                async with asyncio.timeout(config.episode.timeout_s):
-                    termination = await _conversation(session, agent, usage, state)
-            except TimeoutError:
-                termination = "timeout"
-            except (EnvSystemError, OSError, RuntimeError) as exc:
-                error = getattr(exc, "kind", "tool_server")
+            async with closes_on_error(session):
+                try:
+                    async with asyncio.timeout(config.episode.timeout_s):
+                        termination = await _conversation(session, agent, usage, state)
+                except TimeoutError:
+                    termination = "timeout"
+                except INFRASTRUCTURE_ERRORS as exc:
+                    error = system_error_kind(exc, "tool_server")
             try:
                 verdict = await session.close(final_reply=state["last_reply"])
-            except (EnvSystemError, OSError, RuntimeError) as exc:
-                error = error or getattr(exc, "kind", "grader")
+            except INFRASTRUCTURE_ERRORS as exc:
+                error = error or system_error_kind(exc, "grader")
             if verdict is not None and verdict.system_error:
                 error = error or verdict.system_error
         scored = error is None and verdict is not None

@@ -31,6 +31,13 @@ def _score_rows(name: str, block: dict[str, Any]) -> list[str]:
             f"{errors} |"]
 
 
+def _hidden_by_errors(summary: dict[str, Any]) -> str:
+    """The tasks that passed every scored trial but lost one to a system error, when there are any: counted
+    apart so that the strict observed k/k is neither inflated by lost trials nor read without them."""
+    hidden = summary["all_clean_trials_passed"]["count"] - summary["observed_k_of_k"]["count"]
+    return f", and {hidden} more passed every scored trial but lost a trial to a system error" if hidden else ""
+
+
 def markdown_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]], title: str) -> str:
     """The report text; `rows` are the per-task rows of tasks.jsonl."""
     k = summary["k"]
@@ -42,7 +49,7 @@ def markdown_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]], tit
         low, high = jeffreys_interval(clean, successes)
         lines += [f"pass@1 {_pct(summary['pass@1'])} (pooled Jeffreys 95% interval {_pct(low)} - {_pct(high)}); "
                   f"observed {k}/{k}: {summary['observed_k_of_k']['count']} tasks "
-                  f"({_pct(summary['observed_k_of_k']['share'])}).", ""]
+                  f"({_pct(summary['observed_k_of_k']['share'])}){_hidden_by_errors(summary)}.", ""]
     lines += ["## Scores", "",
               "| k | pass@k (unbiased) | pass^k combinatorial C(c,k)/C(n,k) | pass^k plug-in (c/n)^k |",
               "|---|---|---|---|"]

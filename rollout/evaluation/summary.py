@@ -1,15 +1,18 @@
 """A campaign's summary (`summary.json`, a public contract) from its trial records.
 
 Keys: tasks, trials, k, pass@1, pass@k, pass^k {combinatorial, plugin}, observed_k_of_k {count, share},
-system_errors {total, by_kind}, tokens, cost_usd {campaign, per_trial, per_success, per_observed_k_of_k},
-domains {name: the same keys}. Shares are fractions in [0, 1].
+all_clean_trials_passed {count, share}, system_errors {total, by_kind}, tokens,
+cost_usd {campaign, per_trial, per_success, per_observed_k_of_k}, domains {name: the same keys}. Shares are
+fractions in [0, 1].
 
 Conventions: `tasks` are tasks with at least one clean trial, `trials` the clean (scored) trials; trials lost
 to system errors are counted in `system_errors` beside them and in no denominator of a score. `k` is the
-campaign's trials per task (the most recorded for one task); observed k/k counts the tasks whose every scored
-trial passed, and pass@k / pass^k average over the tasks with at least k scored trials. Cost is spent by
-every trial run, system errors included, so `per_trial` divides by all of them; a model without a price
-makes the cost null.
+campaign's trials per task (the most recorded for one task). observed k/k counts, strictly, the tasks with k
+scored trials that all passed (a task that lost a trial to a system error is not one); all_clean_trials_passed
+counts the tasks whose every scored trial passed, lost trials ignored (the gap between the two is what system
+errors hid). pass@k / pass^k average over the tasks with at least k scored trials. Cost is spent by every
+trial run, system errors included, so `per_trial` divides by all of them; a model without a price makes the
+cost null.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from rollout.evaluation.prices import PriceTable
 from rollout.metrics import (
     TaskCounts,
+    all_clean_trials_passed,
     cost_breakdown,
     jeffreys_interval,
     observed_k_of_k,
@@ -33,8 +37,8 @@ from rollout.metrics import (
 )
 from rollout.records import TrialRecord, task_counts, usage_dict
 
-SUMMARY_KEYS = ("tasks", "trials", "k", "pass@1", "pass@k", "pass^k", "observed_k_of_k", "system_errors",
-                "tokens", "cost_usd")
+SUMMARY_KEYS = ("tasks", "trials", "k", "pass@1", "pass@k", "pass^k", "observed_k_of_k", "all_clean_trials_passed",
+                "system_errors", "tokens", "cost_usd")
 
 
 def campaign_k(records: Sequence[TrialRecord]) -> int:
@@ -53,7 +57,8 @@ def score_block(counts: Sequence[TaskCounts], k: int) -> dict[str, Any]:
         "pass@1": pass_at_1(counts),
         "pass@k": pass_at_k_table(counts, ks),
         "pass^k": pass_hat_k_tables(counts, ks),
-        "observed_k_of_k": observed_k_of_k(counts),
+        "observed_k_of_k": observed_k_of_k(counts, k),
+        "all_clean_trials_passed": all_clean_trials_passed(counts),
     }
 
 

@@ -13,8 +13,8 @@ from rollout.records import TrialRecord, Usage
 from tests.rollout.campaign_support import records
 from tests.rollout.chart_support import drawn, png_size
 
-KEYS = {"tasks", "trials", "k", "pass@1", "pass@k", "pass^k", "observed_k_of_k", "system_errors", "tokens",
-        "cost_usd", "domains"}
+KEYS = {"tasks", "trials", "k", "pass@1", "pass@k", "pass^k", "observed_k_of_k", "all_clean_trials_passed",
+        "system_errors", "tokens", "cost_usd", "domains"}
 
 
 def campaign(tmp_path, with_errors: bool):

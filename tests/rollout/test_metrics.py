@@ -31,7 +31,7 @@ def test_seed_table_from_counts(name):
     counts = task_counts(success_counts(507, 20, row["successes"], row["all_pass"], row["any_pass"]), 20)
     assert sum(t.n for t in counts) == 10_140
     assert pct(metrics.pass_at_1(counts)) == row["pass1"]
-    observed = metrics.observed_k_of_k(counts)
+    observed = metrics.observed_k_of_k(counts, 20)
     assert observed["count"] == row["all_pass"] and pct(observed["share"]) == row["observed"]
     # With n = k = 20, unbiased pass@20 is the share of tasks with any success.
     assert pct(metrics.mean_over_tasks(counts, 20, metrics.pass_at_k_task)) == row["pass20"]
@@ -67,7 +67,7 @@ def test_seed_cost_arithmetic_from_records():
 def test_other_seed_rows_observed_shares():
     for all_pass, share in ((68, "13.41"), (241, "47.53")):  # Kimi-K3, Claude Opus 5
         counts = task_counts([20] * all_pass + [3] * (507 - all_pass), 20)
-        assert pct(metrics.observed_k_of_k(counts)["share"]) == share
+        assert pct(metrics.observed_k_of_k(counts, 20)["share"]) == share
 
 
 def enumerate_subsets(n: int, c: int, k: int, rule) -> float:
@@ -113,7 +113,7 @@ def test_trial_cost_unknown_price_is_none_not_zero():
 def test_paired_bootstrap_interval_brackets_a_known_shift_and_is_seeded():
     a = task_counts([0] * 50 + [10] * 50, 10)
     b = task_counts([10] * 50 + [10] * 50, 10)
-    ta, tb = metrics.per_task_scores(a, [1, 10]), metrics.per_task_scores(b, [1, 10])
+    ta, tb = metrics.per_task_scores(a, [1, 10], 10), metrics.per_task_scores(b, [1, 10], 10)
     low, high = metrics.paired_bootstrap_ci(ta, tb, "pass@1", seed=3)
     assert low < 0.5 < high and low > 0.3
     assert metrics.paired_bootstrap_ci(ta, tb, "pass@1", seed=3) == (low, high)
