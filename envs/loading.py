@@ -36,7 +36,7 @@ def generate(domain: Domain) -> list[Task]:
                 id=f"{domain.name}/{tmpl.name}/{variant:03d}", domain=domain.name, split=tmpl.split,
                 kind=tmpl.kind, template=tmpl.name, scenario=draft.scenario, initial_patch=draft.initial_patch,
                 golden_path=tuple(draft.golden_path), rubrics=tuple(draft.rubrics),
-                reference_answer=draft.reference_answer,
+                reference_answer=draft.reference_answer, violation=draft.violation,
             ))
     return [with_precision_rubric(domain, task) for task in tasks]
 
@@ -53,6 +53,7 @@ def seal(domain: Domain, task: Task) -> Task:
     finally:
         sandbox.close()
     changes_state = initial_hash != golden_hash
+    careless_hash = None if task.violation is None else _careless_hash(domain, task, golden_hash)
     if changes_state != (task.kind in _STATE_CHANGING):
         expected = "must change" if task.kind in _STATE_CHANGING else "must leave unchanged"
         raise InvalidTaskError(task.id, f"a {task.kind} task {expected} the state, but its golden path does not")
@@ -61,7 +62,26 @@ def seal(domain: Domain, task: Task) -> Task:
             raise InvalidTaskError(task.id, f"reference_answer fails its own rubric {rubric.kind} {rubric.phrases}")
     if task.kind in (TaskKind.INFORMATION, TaskKind.LEAK) and not task.rubrics:
         raise InvalidTaskError(task.id, f"a {task.kind} task needs an answer rubric")
-    return task.model_copy(update={"golden_hash": golden_hash, "changes_state": changes_state})
+    return task.model_copy(update={"golden_hash": golden_hash, "changes_state": changes_state,
+                                   "initial_hash": initial_hash, "careless_hash": careless_hash})
+
+
+def _careless_hash(domain: Domain, task: Task, golden_hash: str) -> str:
+    """The state the careless path ends in; it must replay (the backend allows it, only the policy forbids it)
+    and fail the task."""
+    careless = task.model_copy(update={"golden_path": task.careless_path})
+    sandbox = initial_sandbox(domain, careless)
+    try:
+        run_golden_path(domain, careless, sandbox)
+        careless_hash = sandbox.state_hash()
+    except InvalidTaskError as exc:
+        raise InvalidTaskError(task.id, f"the backend refuses its violation: {exc.problem}") from exc
+    finally:
+        sandbox.close()
+    if careless_hash == golden_hash:
+        raise InvalidTaskError(task.id, f"its violation {task.violation} leaves the golden state: a careless agent "
+                                        "would pass")
+    return careless_hash
 
 
 def _check_unique(tasks: Iterable[Task]) -> None:

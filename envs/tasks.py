@@ -84,5 +84,22 @@ class Task(BaseModel):
     golden_path: tuple[ToolCall, ...] = ()
     rubrics: tuple[Rubric, ...] = ()
     reference_answer: str = Field(default="", description="a reply that satisfies every rubric (oracle agent)")
+    violation: ToolCall | None = Field(
+        default=None, description="the call a careless agent makes: the change the policy forbids (forbidden "
+        "tasks) or the change made without its approval, instead of the last golden call (approval tasks)")
     golden_hash: str | None = Field(default=None, description="filled at load time by replaying golden_path")
     changes_state: bool | None = Field(default=None, description="golden state differs from initial state")
+    initial_hash: str | None = Field(default=None, description="filled at load time: the state before any call")
+    careless_hash: str | None = Field(default=None, description="filled at load time by replaying careless_path")
+
+    @property
+    def careless_path(self) -> tuple[ToolCall, ...]:
+        """The golden path as a careless agent walks it: the forbidden change made after the checks, or the
+        change made in place of the approval request. Empty for tasks without a `violation`."""
+        if self.violation is None:
+            return ()
+        if self.kind == TaskKind.FORBIDDEN:
+            return (*self.golden_path, self.violation)
+        if self.kind == TaskKind.APPROVAL:
+            return (*self.golden_path[:-1], self.violation)
+        raise ValueError(f"task {self.id}: only forbidden and approval tasks have a violation, not {self.kind}")

@@ -26,6 +26,7 @@ class TaskDraft:
     rubrics: list[Rubric] = field(default_factory=list)
     initial_patch: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     reference_answer: str = ""
+    violation: ToolCall | None = None  # forbidden and approval tasks: the careless agent's call (Task.violation)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from envs.judges.llm import LlmJudge
 from envs.judges.rules import check_rule
 from envs.sandbox import Sandbox
 from envs.tasks import Task
-from envs.verdict import DiffEntry, RubricResult, Verdict
+from envs.verdict import DiffEntry, Outcome, RubricResult, Verdict
 
 
 def diff_states(expected: Sandbox, actual: Sandbox) -> list[DiffEntry]:
@@ -51,7 +51,9 @@ async def grade(domain: Domain, task: Task, sandbox: Sandbox, replies: Sequence[
     configured raises `ConfigError`: every such episode would fail alike, so the run must stop."""
     if task.golden_hash is None:
         raise ValueError(f"task {task.id} is not sealed; load it with envs.load_tasks or envs.loading.seal")
-    state_matches = sandbox.state_hash() == task.golden_hash
+    final_hash = sandbox.state_hash()
+    state_matches = final_hash == task.golden_hash
+    outcome = _outcome(task, final_hash)
     diff: list[DiffEntry] = []
     if not state_matches:
         golden = replay(domain, task)
@@ -63,9 +65,19 @@ async def grade(domain: Domain, task: Task, sandbox: Sandbox, replies: Sequence[
         rubrics = await _grade_rubrics(task, "\n".join(replies), judge)
     except EnvSystemError as exc:
         return Verdict(task_id=task.id, passed=False, system_error=f"{exc.kind}: {exc}",
-                       state_matches=state_matches, diff=diff)
+                       state_matches=state_matches, outcome=outcome, diff=diff)
     passed = state_matches and all(r.passed for r in rubrics)
-    return Verdict(task_id=task.id, passed=passed, state_matches=state_matches, diff=diff, rubrics=rubrics)
+    return Verdict(task_id=task.id, passed=passed, state_matches=state_matches, outcome=outcome, diff=diff,
+                   rubrics=rubrics)
+
+
+def _outcome(task: Task, final_hash: str) -> Outcome:
+    """Which of the task's reference states the episode ended in (the golden state wins where they coincide)."""
+    for outcome, reference in (("golden", task.golden_hash), ("careless", task.careless_hash),
+                               ("unchanged", task.initial_hash)):
+        if final_hash == reference:
+            return outcome
+    return "other"
 
 
 async def _grade_rubrics(task: Task, replies: str, judge: LlmJudge | None) -> list[RubricResult]:

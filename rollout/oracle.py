@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from envs import Task
-from envs.oracle import OracleTurn, oracle_turns
+from envs.oracle import OracleTurn, Slip, oracle_turns, slips_of
 from rollout.engine import EngineError, Generation, SamplingParams
 from rollout.episode import EpisodeConfig, EpisodeResult, SessionOpener, run_episode
 from rollout.interpret import ChatRenderer, Interpreter, ToolCall
@@ -47,8 +47,8 @@ class OracleEngine:
         close = self.end_of_text_id if turn.closing else self.renderer.end_of_turn_id
         return self.renderer.encode(body) + [close]
 
-    def expect(self, session_id: str, task: Task) -> None:
-        self._scripts[session_id] = deque(self.turn_ids(turn) for turn in oracle_turns(task))
+    def expect(self, session_id: str, task: Task, slip: Slip | None = None) -> None:
+        self._scripts[session_id] = deque(self.turn_ids(turn) for turn in oracle_turns(task, slip))
 
     async def generate(self, input_ids: Sequence[int], sampling: SamplingParams, *,
                        session_id: str | None = None) -> Generation:
@@ -69,20 +69,37 @@ class OracleEngine:
         self._scripts.clear()
 
 
+async def _play(plays: Sequence[tuple[Task, Slip | None]], interpreter: Interpreter, opener: SessionOpener,
+                config: EpisodeConfig, concurrency: int) -> list[EpisodeResult]:
+    """The oracle's episode of each (task, slip), in order."""
+    engine = OracleEngine(interpreter)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(task: Task, slip: Slip | None) -> EpisodeResult:
+        session_id = task.id if slip is None else f"{task.id}/{slip}"
+        async with gate:
+            engine.expect(session_id, task, slip)
+            return await run_episode(task, engine, interpreter, group_id="oracle", config=config, opener=opener,
+                                     session_id=session_id)
+
+    return list(await asyncio.gather(*(one(task, slip) for task, slip in plays)))
+
+
 async def demonstrations(tasks: Sequence[Task], interpreter: Interpreter, opener: SessionOpener,
                          config: EpisodeConfig, *, concurrency: int = 16) -> tuple[list[EpisodeResult], list[str]]:
     """The oracle's passing episodes of `tasks`, in task order, and the ids of tasks it failed (a script
     the scripted user cannot follow, or an episode cut by the config's turn or token limits)."""
-    engine = OracleEngine(interpreter)
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(task: Task) -> EpisodeResult:
-        async with gate:
-            engine.expect(task.id, task)
-            return await run_episode(task, engine, interpreter, group_id="oracle", config=config, opener=opener,
-                                     session_id=task.id)
-
-    results = await asyncio.gather(*(one(task) for task in tasks))
+    results = await _play([(task, None) for task in tasks], interpreter, opener, config, concurrency)
     passed = [r for r in results if r.trajectory.reward == 1.0]
     failed = [r.trajectory.task_id for r in results if r.trajectory.reward != 1.0]
     return passed, failed
+
+
+async def slipped_demonstrations(tasks: Sequence[Task], interpreter: Interpreter, opener: SessionOpener,
+                                 config: EpisodeConfig, *,
+                                 concurrency: int = 16) -> list[tuple[Slip, EpisodeResult]]:
+    """The oracle's episode of every slip every task can make (`envs.oracle.slips_of`), kept whatever the
+    verifier said of it: imperfect behaviour is what the warm start is meant to imitate part of the time."""
+    plays = [(task, slip) for task in tasks for slip in slips_of(task)]
+    results = await _play(plays, interpreter, opener, config, concurrency)
+    return [(slip, result) for (_, slip), result in zip(plays, results, strict=True)]

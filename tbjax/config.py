@@ -92,6 +92,8 @@ class EvaluateSection(Section):
     # templates: tasks of the heldout split (templates, tools and requests never trained on); instances:
     # train-split tasks kept out of warm start, selection and GRPO (new customers, ids and values)
     heldout: Literal["templates", "instances"] = "templates"
+    # with heldout "instances": also this many tasks of the heldout split, evaluated and compared beside them
+    templates_tasks: int = 0
     k: int = 8
     seed: int = 0
     concurrency: int = 16

@@ -207,6 +207,9 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     engine = _engine(config, trainer, state, step)
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None
+    if is_driver():  # what this run draws its groups from, for the record
+        (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump({"tasks": [t.id for t in tasks]},
+                                                                        sort_keys=False))
     return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step,
                draws, Handover.for_placement(config.rollout.placement, engine))
 
@@ -259,7 +262,7 @@ async def train(run: Run, opener: SessionOpener | None = None) -> Path:
     return export
 
 
-def run_training(config: TrainConfig, model: Qwen, model_dir: Path) -> Path:
-    return asyncio.run(train(build_run(config, model, model_dir)))
+def run_training(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Path:
+    return asyncio.run(train(build_run(config, model, model_dir, tasks)))
 
 

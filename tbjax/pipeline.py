@@ -32,21 +32,22 @@ from rich.console import Console
 from envs import Task, load_tasks
 from envs.thinkingbox import is_benchmark_task
 from rollout.compare import write_comparison
+from rollout.decisions import decision_rows
 from rollout.evaluate import evaluate
 from rollout.evaluation.runner import token_trial_runner
 from rollout.evaluation.selection import SelectionConfig
 from rollout.interpret import Interpreter
 from rollout.plots import learning_curves_png, read_steps
-from rollout.records import atomic_write
+from rollout.records import atomic_write, read_records
 from rollout.select import run_selection
 from tbjax.config import ConfigError, RunSection, TrainConfig
 from tbjax.engine import JaxEngine
-from tbjax.loop import run_training, session_opener
+from tbjax.loop import run_training, session_opener, training_tasks
 from tbjax.mesh_check import checked_mesh
 from tbjax.model_source import resolve_model_dir
 from tbjax.models import ModelConfig, Qwen, from_pretrained
 from tbjax.results import results_markdown, results_table
-from tbjax.sft import load_or_record_demos, warm_start
+from tbjax.sft import load_or_record_demos, load_or_record_slips, slip_summary, warm_start
 
 console = Console()
 STAGES = ("assets", "warm start", "select", "evaluate base", "grpo", "evaluate trained", "compare")
@@ -110,6 +111,26 @@ def split_heldout(config: TrainConfig) -> tuple[list[Task], list[Task]]:
     return [t for t in train if t.id not in held], heldout
 
 
+def heldout_templates(config: TrainConfig) -> list[Task]:
+    """The heldout split's tasks evaluated beside held-out instances (`evaluate.templates_tasks`), or none."""
+    e = config.evaluate
+    if e.heldout != "instances" or not e.templates_tasks:
+        return []
+    return sample_tasks(task_pool("heldout", config.tasks.domains), e.templates_tasks, e.seed)
+
+
+def without_heldout(tasks: list[Task], heldout: list[Task]) -> list[Task]:
+    """`tasks` less the held-out ones: whatever selects the training tasks (a selection, `tasks.selected`, or
+    every train-split task when `select.candidates` is 0), no held-out task is trained on."""
+    held = {t.id for t in heldout}
+    kept = [t for t in tasks if t.id not in held]
+    if len(kept) < len(tasks):
+        console.print(f"[yellow]{len(tasks) - len(kept)} held-out tasks left out of GRPO's pool[/yellow]")
+    if not kept:
+        raise ConfigError("every training task is held out for evaluation: lower evaluate.tasks or add tasks")
+    return kept
+
+
 def load_policy(path: Path, config: TrainConfig) -> Qwen:
     runtime = config.model.runtime()
     mesh = checked_mesh(config.mesh.shape, config.mesh.layout, ModelConfig.from_pretrained(path, runtime))
@@ -156,6 +177,14 @@ def _complete(out: Path, tasks: list[Task], k: int) -> bool:
     return data.get("tasks") == len(tasks) and data.get("k") == k
 
 
+def _compare(root: Path, split: str, config: TrainConfig) -> dict[str, Any]:
+    """Base vs trained on the campaigns eval/base{split} and eval/trained{split}, written to compare{split}/."""
+    return write_comparison(root / "eval" / f"base{split}" / "trials.jsonl",
+                            root / "eval" / f"trained{split}" / "trials.jsonl", root / f"compare{split}",
+                            names=("base", "trained"), resamples=config.evaluate.bootstrap_resamples,
+                            seed=config.evaluate.seed)
+
+
 def _write_ids(path: Path, ids: list[str]) -> str:
     atomic_write(path, yaml.safe_dump({"tasks": ids}, sort_keys=False))
     return str(path)
@@ -176,15 +205,18 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
         model_dir = resolve_model_dir(config.model.path, root)
         interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     train_pool, heldout = split_heldout(config)
+    slipped = None
     with stage("warm start"):
         base_dir = model_dir
         if config.warm_start.steps:
             demos = load_or_record_demos(root / "warm_start" / "demos.jsonl", train_pool, interpreter,
                                          session_opener(config), config.episode)
+            slipped = load_or_record_slips(root / "warm_start" / "slips.jsonl", train_pool, interpreter,
+                                           session_opener(config), config.episode) if config.warm_start.slips else None
             base_dir = warm_start(load_policy(model_dir, config), model_dir, demos, config.warm_start,
                                   root / "warm_start", row_len=config.train.row_len,
                                   micro_batch_rows=config.train.micro_batch_rows,
-                                  logprob_chunk=config.train.logprob_chunk)
+                                  logprob_chunk=config.train.logprob_chunk, slipped=slipped, tasks=train_pool)
     base = Campaigns(base_dir, "base", config, interpreter)
     with stage("select"):
         selected = config.tasks.selected
@@ -201,9 +233,12 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
                               "will skip its steps. Train on all candidates to show it; to fix, change "
                               "warm_start.steps or select.keep[/yellow]")
                 selected = _write_ids(root / "select" / "candidates.yaml", [t.id for t in candidates])
+    templates = heldout_templates(config)
     with stage("evaluate base"):
         if heldout:
             base.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "base")
+        if templates:
+            base.run(templates, config.evaluate.k, config.evaluate.seed, root / "eval" / "base_templates")
     base.close()
     with stage("grpo"):
         grpo_config = config.model_copy(update={
@@ -213,20 +248,27 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
         if summary.is_file():
             trained_dir = Path(json.loads(summary.read_text())["export"])
         else:
-            trained_dir = run_training(grpo_config, load_policy(base_dir, config), base_dir)
+            trained_dir = run_training(grpo_config, load_policy(base_dir, config), base_dir,
+                                       without_heldout(training_tasks(grpo_config), heldout))
     with stage("evaluate trained"):
         if heldout:
             trained = Campaigns(trained_dir, "trained", config, interpreter)
             trained.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained")
+            if templates:
+                trained.run(templates, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained_templates")
             trained.close()
     with stage("compare"):
         learning_curves_png(root / "grpo" / "metrics.jsonl", root / "learning_curves.png")
         steps = read_steps(root / "grpo" / "metrics.jsonl")
         if not heldout:
             return {}
-        result = write_comparison(root / "eval" / "base" / "trials.jsonl", root / "eval" / "trained" / "trials.jsonl",
-                                  root / "compare", names=("base", "trained"),
-                                  resamples=config.evaluate.bootstrap_resamples, seed=config.evaluate.seed)
+        result = _compare(root, "", config)
+        on_templates = _compare(root, "_templates", config) if templates else None
     console.print(results_table(result, clock.seconds, config.evaluate.heldout))
-    atomic_write(root / "results.md", results_markdown(result, clock.seconds, config, steps))
+    decisions = decision_rows(read_records(root / "eval" / "base" / "trials.jsonl"),
+                              read_records(root / "eval" / "trained" / "trials.jsonl"),
+                              {t.id: t.kind.value for t in heldout})
+    atomic_write(root / "results.md", results_markdown(result, clock.seconds, config, steps, decisions,
+                                                       None if slipped is None else slip_summary(slipped),
+                                                       on_templates))
     return result

@@ -96,16 +96,40 @@ def curve_rows(steps: Sequence[dict[str, Any]]) -> list[Row]:
     return rows
 
 
+def slips_line(config: TrainConfig, slipped: dict[str, dict[str, int]] | None) -> str:
+    """The warm start's demonstrator: its slip rates and how many slipped demonstrations the verifier failed."""
+    if not config.warm_start.slips:
+        return "Warm start: the oracle's demonstrations only (a demonstrator that never slips)."
+    parts = []
+    for name, rate in config.warm_start.slips.items():
+        counts = (slipped or {}).get(name, {"tasks": 0, "failed": 0})
+        parts.append(f"{name} {rate:.2f} ({counts['failed']} of {counts['tasks']} recorded slips fail)")
+    return ("Warm start: a demonstrator that slips (chance per drawn demonstration of a task that admits the slip): "
+            + "; ".join(parts) + ".")
+
+
 def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: TrainConfig,
-                     steps: Sequence[dict[str, Any]] = ()) -> str:
+                     steps: Sequence[dict[str, Any]] = (), decisions: Sequence[Sequence[str]] = (),
+                     slipped: dict[str, dict[str, int]] | None = None,
+                     on_templates: dict[str, Any] | None = None) -> str:
     a = result["a"]
     lines = [f"{HELDOUT_KINDS[config.evaluate.heldout].capitalize()}: {a['tasks']} tasks x {a['k']} trials each, "
              "the same sampling seeds for both policies; "
              f"intervals are paired bootstrap 95% over tasks ({config.evaluate.bootstrap_resamples} resamples).",
+             "", slips_line(config, slipped),
              "", "| score | base | trained | delta | 95% bootstrap |", "|---|---|---|---|---|"]
     lines += [f"| {' | '.join(row)} |" for row in score_rows(result)]
+    if decisions:
+        lines += ["", "| task kind | decision | base | trained | change |", "|---|---|---|---|---|"]
+        lines += [f"| {' | '.join(row)} |" for row in decisions]
     lines += ["", "| domain (pass@1, tasks at k/k) | base | trained | delta | 95% bootstrap |", "|---|---|---|---|---|"]
     lines += [f"| {' | '.join(row)} |" for row in domain_rows(result)]
+    if on_templates:
+        t = on_templates["a"]
+        lines += ["", f"{HELDOUT_KINDS['templates'].capitalize()}, beside them (no target): {t['tasks']} tasks x "
+                  f"{t['k']} trials each.", "", "| score | base | trained | delta | 95% bootstrap |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {' | '.join(row)} |" for row in score_rows(on_templates)]
     lines += ["", f"Tokens: base {_tokens(a)}; trained {_tokens(result['b'])}.", "",
               "| stage | wall time |", "|---|---|"]
     lines += [f"| {name} | {s:.0f} s |" for name, s in seconds.items()]

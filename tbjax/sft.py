@@ -7,8 +7,13 @@ trained tokens (the loss mask: what the assistant said and called, never the pro
 Sharding, micro-batching, packing, remat and the optimizer are then the trainer's, tested once.
 
 Stages, each cached in `out` so a second call resumes: demonstrations (`demos.jsonl`, the oracle's passing
-episodes of the training tasks), Orbax checkpoints of the update (`checkpoints/`, exact resume: batches are a
-pure function of the seed and the step), and the final policy as an HF directory (`export/`).
+episodes of the training tasks; `slips.jsonl`, its slipped episodes when `slips` sets rates), Orbax checkpoints
+of the update (`checkpoints/`, exact resume: batches are a pure function of the seed and the step), and the final
+policy as an HF directory (`export/`).
+
+With `slips`, the warm start imitates a demonstrator that is sometimes wrong: each drawn demonstration of a task
+shows, with the configured chance per slip kind, one of the mistakes that task admits (envs.oracle.Slip), drawn
+anew every time the task is drawn, so the policy learns how often to slip rather than which task to slip on.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import jax
@@ -26,10 +31,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from transformers import AutoTokenizer
 
 from envs import Task
+from envs.oracle import Slip, slips_of
 from rollout.episode import EpisodeConfig, SessionOpener
 from rollout.interpret import Interpreter
 from rollout.interpret.render import ChatRenderer
-from rollout.oracle import demonstrations
+from rollout.oracle import demonstrations, slipped_demonstrations
 from rollout.records import atomic_write
 from rollout.trajectory import Trajectory
 from tbjax.checkpoint import Checkpointer
@@ -59,6 +65,55 @@ class WarmStartConfig:
     checkpoint_every: int = 20
     fresh_values: float = 0.0  # chance a drawn demonstration gets new random long numbers (tbjax.fresh_values)
     copy_drills: int = 0  # updates on synthetic copy drills before the demonstrations (tbjax.copy_drills)
+    # slip kind (envs.oracle.Slip) -> chance a drawn demonstration of a task that admits it shows that mistake
+    slips: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.slips) - {s.value for s in Slip})
+        if unknown:
+            raise ValueError(f"warm_start.slips names unknown slips {unknown}; known: {[s.value for s in Slip]}")
+        if any(not 0.0 <= rate <= 1.0 for rate in self.slips.values()):
+            raise ValueError(f"warm_start.slips rates must lie in [0, 1], got {self.slips}")
+        worst = sum(self.slips.get(s, 0.0) for s in (Slip.SKIP_VERIFICATION, Slip.STOP_EARLY, Slip.BYPASS_APPROVAL))
+        if worst > 1.0:
+            raise ValueError(f"warm_start.slips: an approval task admits skip_verification, stop_early and "
+                             f"bypass_approval, whose rates add up to {worst:.2f} > 1; lower them")
+
+    def slip_rate(self, slip: Slip) -> float:
+        return self.slips.get(slip.value, 0.0)
+
+
+Slipped = Mapping[str, Mapping[Slip, Trajectory]]  # task id -> slip -> the oracle's slipped episode
+
+
+def load_or_record_slips(path: Path, tasks: list[Task], interpreter: Interpreter, opener: SessionOpener,
+                         episode: EpisodeConfig) -> dict[str, dict[Slip, Trajectory]]:
+    """The oracle's episode of every slip each of `tasks` admits, whatever its verdict (recorded once into
+    `path`, read back after: only those of `tasks`)."""
+    if not path.is_file():
+        played = asyncio.run(slipped_demonstrations(tasks, interpreter, opener, episode))
+        lines = [json.dumps({"slip": slip.value, "trajectory": dataclasses.asdict(r.trajectory)}) + "\n"
+                 for slip, r in played]
+        atomic_write(path, "".join(lines))
+    wanted = {t.id for t in tasks}
+    slipped: dict[str, dict[Slip, Trajectory]] = {}
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        trajectory = Trajectory(**record["trajectory"])
+        if trajectory.task_id in wanted:
+            slipped.setdefault(trajectory.task_id, {})[Slip(record["slip"])] = trajectory
+    return slipped
+
+
+def slip_summary(slipped: Slipped) -> dict[str, dict[str, int]]:
+    """Per slip kind: how many tasks have a slipped demonstration, and how many of those the verifier failed."""
+    summary: dict[str, dict[str, int]] = {}
+    for by_slip in slipped.values():
+        for slip, trajectory in by_slip.items():
+            counts = summary.setdefault(slip.value, {"tasks": 0, "failed": 0})
+            counts["tasks"] += 1
+            counts["failed"] += trajectory.reward != 1.0
+    return summary
 
 
 def load_or_record_demos(path: Path, tasks: list[Task], interpreter: Interpreter, opener: SessionOpener,
@@ -78,16 +133,36 @@ def load_or_record_demos(path: Path, tasks: list[Task], interpreter: Interpreter
     return trajectories
 
 
-def step_batch(demos: list[Trajectory], step: int, config: WarmStartConfig,
-               digit_ids: list[int] | None = None) -> list[Trajectory]:
+def _maybe_slipped(demo: Trajectory, config: WarmStartConfig, slipped: Slipped, rng: np.random.Generator,
+                   task_slips: Mapping[str, list[Slip]]) -> Trajectory:
+    """`demo`, or with the configured chance per slip kind one of its task's slipped episodes."""
+    draw, threshold = rng.random(), 0.0
+    recorded = slipped.get(demo.task_id, {})
+    for slip in task_slips.get(demo.task_id, ()):
+        threshold += config.slip_rate(slip)
+        if draw < threshold and slip in recorded:
+            return recorded[slip]
+    return demo
+
+
+def step_batch(demos: list[Trajectory], step: int, config: WarmStartConfig, digit_ids: list[int] | None = None,
+               slipped: Slipped | None = None, task_slips: Mapping[str, list[Slip]] | None = None
+               ) -> list[Trajectory]:
     """The demonstrations of update `step` (0-based): epochs of a seeded permutation, each drawn demonstration
-    given fresh values with chance `config.fresh_values` (needs `digit_ids`); a pure function of (seed, step)
-    so a resumed warm start draws exactly what an uninterrupted one would."""
+    replaced by one of its task's `slipped` episodes with the chances of `config.slips` (`task_slips`: the
+    slips each task admits, in order) and given fresh values with chance `config.fresh_values` (needs
+    `digit_ids`); a pure function of (seed, step) so a resumed warm start draws exactly what an uninterrupted
+    one would."""
     size = config.episodes_per_step
     per_epoch = max(1, len(demos) // size)
     epoch, index = divmod(step, per_epoch)
     order = np.random.default_rng([config.seed, epoch]).permutation(len(demos))
     batch = [demos[i] for i in order[index * size:(index + 1) * size]]
+    if config.slips:
+        if slipped is None or task_slips is None:
+            raise ValueError("warm_start.slips needs the slipped demonstrations and the slips each task admits")
+        slip_rng = np.random.default_rng([config.seed, step, 2])
+        batch = [_maybe_slipped(d, config, slipped, slip_rng, task_slips) for d in batch]
     if not config.fresh_values:
         return batch
     if digit_ids is None:
@@ -98,10 +173,11 @@ def step_batch(demos: list[Trajectory], step: int, config: WarmStartConfig,
 
 def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: WarmStartConfig, out: Path, *,
                row_len: int, micro_batch_rows: int = 1, logprob_chunk: int = 8192,
-               on_step: Callable[[dict], None] | None = None) -> Path:
-    """Trains `model` on `config.copy_drills` updates of copy drills, then `config.steps` on `demos` (resuming
-    from `out/checkpoints`); returns the HF export directory of the result (`out/export/v{all updates}`),
-    written once."""
+               on_step: Callable[[dict], None] | None = None, slipped: Slipped | None = None,
+               tasks: list[Task] | None = None) -> Path:
+    """Trains `model` on `config.copy_drills` updates of copy drills, then `config.steps` on `demos`, slipping
+    as `config.slips` says into `slipped` (the slips of `tasks`), resuming from `out/checkpoints`; returns the
+    HF export directory of the result (`out/export/v{all updates}`), written once."""
     total = config.copy_drills + config.steps
     final = out / "export" / f"v{total}"
     if (final / "config.json").is_file():
@@ -111,6 +187,10 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
         log.info("%d demonstrations are longer than a packed row (%d tokens): left out",
                  len(demos) - len(fitting), row_len)
     demos = fitting
+    task_slips = {t.id: slips_of(t) for t in tasks or ()}
+    if slipped is not None:
+        slipped = {task: {slip: t for slip, t in by_slip.items() if len(t.token_ids) <= row_len}
+                   for task, by_slip in slipped.items()}
     if not demos:
         raise ValueError("no demonstrations to warm start from: the oracle passed no training task")
     optim = OptimConfig(learning_rate=config.learning_rate, warmup_steps=config.warmup_steps,
@@ -135,7 +215,8 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
                 batch, phase = drill_batch(renderer, config.seed, step, config.copy_drills), "copy drills"
                 shape = (drill_row_len(step, config.copy_drills), DRILL_ROWS)
             else:
-                batch, phase = step_batch(demos, step - config.copy_drills, config, digit_ids), "warm start"
+                batch = step_batch(demos, step - config.copy_drills, config, digit_ids, slipped, task_slips)
+                phase = "warm start"
                 shape = (row_len, micro_batch_rows)
             trained = sum(sum(t.loss_mask[1:]) for t in batch)
             packed = pack(batch, [1.0] * len(batch), [1.0] * len(batch), trained, *shape, trainer.rows_multiple)

@@ -192,6 +192,7 @@ def chat_trial_runner(agent: ChatAgent, *, opener: SessionOpener | None = None,
             task_id=task.id, domain=task.domain, trial=index, passed=bool(verdict.passed) if scored else None,
             system_error=None if scored else (error or "grader"), termination=termination if scored else "system_error",
             turns=state["turns"], usage=usage, model=model_name or config.model, weight_version=None,
-            seconds=round(time.perf_counter() - start, 3), diff=verdict_lines(verdict) if scored else [])
+            seconds=round(time.perf_counter() - start, 3), diff=verdict_lines(verdict) if scored else [],
+            outcome=verdict.outcome if scored else None)
 
     return trial

@@ -8,7 +8,7 @@ import pytest
 
 import envs
 from envs.chat_endpoint import ChatClient, ChatEndpointConfig
-from envs.errors import JudgeParseError
+from envs.errors import ConfigError, JudgeParseError
 from envs.judges.llm import LlmJudge, parse_yes_no
 from envs.judges.rules import check_rule, mentions, normalise
 from envs.tasks import Rubric, Task
@@ -76,7 +76,7 @@ def test_llm_judge_against_a_local_server(fake_openai: FakeOpenAI, telecom_tasks
     assert "Sorry, that is internal." in request["messages"][-1]["content"]
 
 
-def test_llm_rubric_without_a_judge_is_a_config_system_error(telecom_tasks: list[Task]) -> None:
-    verdict = _verdict(_judged_task(telecom_tasks), judge=None)
-    assert verdict.system_error is not None and verdict.system_error.startswith("config")
-    assert "SYSTEM ERROR (not scored)" in verdict.report()
+def test_llm_rubric_without_a_judge_stops_the_run(telecom_tasks: list[Task]) -> None:
+    """A missing judge is configuration, not infrastructure: every episode would fail alike, so it raises."""
+    with pytest.raises(ConfigError, match="no judge was configured"):
+        _verdict(_judged_task(telecom_tasks), judge=None)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import transformers
+import yaml
 
 from rollout.plots import read_steps
 from tbjax.config import load_config
@@ -100,3 +101,15 @@ def test_held_out_tasks_never_reach_training(heldout: str) -> None:
     assert len(templates) >= 10  # spread over templates, not the first few
     trained_templates = {(t.domain, t.template) for t in train}
     assert (templates <= trained_templates) == (heldout == "instances")
+
+
+def test_grpo_never_draws_a_held_out_task_without_a_selection(tmp_path: Path) -> None:
+    """select.candidates=0 trains on every train-split task of the domains: the held-out instances among them
+    must still stay out of GRPO's pool (the loop records the pool it draws from in grpo/tasks.yaml)."""
+    result = run("evaluate.tasks=4", "select.candidates=0", "warm_start.steps=0", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_dir = tmp_path / "runs" / "default"
+    pool = set(yaml.safe_load((run_dir / "grpo" / "tasks.yaml").read_text())["tasks"])
+    held = {json.loads(line)["task_id"] for line in (run_dir / "eval/base/trials.jsonl").read_text().splitlines()}
+    assert len(held) == 4 and len(pool) > 100
+    assert not pool & held

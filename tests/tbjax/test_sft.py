@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from envs.oracle import Slip
 from tbjax.models import from_pretrained
 from tbjax.packing import pack
 from tbjax.sft import MLE, WarmStartConfig, step_batch, warm_start
@@ -78,3 +79,26 @@ def test_resumed_warm_start_equals_the_uninterrupted_one(tiny_dir, tmp_path, dri
     assert not np.array_equal(np.asarray(a.embed_tokens[...]), np.asarray(from_pretrained(path).embed_tokens[...]))
     assert len((tmp_path / "b" / "metrics.jsonl").read_text().splitlines()) == drills + 3
     assert resumed.name == f"v{drills + 3}"
+
+
+def test_slipped_demonstrations_are_drawn_at_their_rates_and_reproducibly() -> None:
+    """Each draw of a task shows its slip with the configured chance, drawn anew per step (so the policy learns
+    how often to slip, not which task to slip on), and a resumed warm start draws the same."""
+    demos = [dataclasses.replace(DEMOS[0], task_id=f"t{i}") for i in range(8)]
+    wrong = {f"t{i}": {Slip.STOP_EARLY: dataclasses.replace(demos[i], group_id="slipped")} for i in range(8)}
+    admits = {f"t{i}": [Slip.SKIP_VERIFICATION, Slip.STOP_EARLY] for i in range(8)}
+    config = WarmStartConfig(episodes_per_step=8, slips={"stop_early": 0.3})
+    draws = [step_batch(demos, step, config, slipped=wrong, task_slips=admits) for step in range(200)]
+    share = np.mean([d.group_id == "slipped" for batch in draws for d in batch])
+    assert 0.25 < share < 0.35  # skip_verification has rate 0 and precedes it: no effect on the draw
+    assert draws[7] == step_batch(demos, 7, config, slipped=wrong, task_slips=admits)
+    assert {d.task_id for batch in draws for d in batch if d.group_id == "slipped"} == {f"t{i}" for i in range(8)}
+    with pytest.raises(ValueError, match="slipped demonstrations"):
+        step_batch(demos, 0, config)
+
+
+@pytest.mark.parametrize(("slips", "error"), [({"stop_erly": 0.1}, "unknown slips"), ({"leak": 1.5}, r"\[0, 1\]"),
+                                              ({"stop_early": 0.6, "bypass_approval": 0.5}, "add up to 1.10")])
+def test_bad_slip_rates_are_refused_by_name(slips, error) -> None:
+    with pytest.raises(ValueError, match=error):
+        WarmStartConfig(slips=slips)

@@ -27,10 +27,10 @@ def _renew_draft(ctx: GenContext, loan: dict[str, Any], renew: bool,
                  patch: dict[str, list[dict[str, Any]]] | None = None) -> TaskDraft:
     patron = Patron.load(ctx, loan["member_id"])
     steps = [*patron.identify(), call("get_member", member_id=patron.id), call("list_loans", member_id=patron.id)]
-    if renew:
-        steps.append(call("renew_loan", loan_id=loan["loan_id"]))
+    renewal = call("renew_loan", loan_id=loan["loan_id"])
     return TaskDraft(scenario=patron.asks(_renew_opening(loan), f"{loan['title']} renewed"),
-                     golden_path=steps, initial_patch=patch or {})
+                     golden_path=[*steps, renewal] if renew else steps, initial_patch=patch or {},
+                     violation=None if renew else renewal)
 
 
 @template(kind="direct", split="train", variants=VARIANTS)
@@ -121,6 +121,7 @@ def hold_while_not_in_good_standing(ctx: GenContext) -> TaskDraft:
         scenario=patron.asks(_hold_opening(item, branch), f"a hold on {item['title']} at {branch['name']}"),
         golden_path=[*patron.identify(), call("get_member", member_id=patron.id)],
         initial_patch=patch,
+        violation=call("place_hold", member_id=patron.id, item_id=item["item_id"], pickup_branch=branch["branch_id"]),
     )
 
 

@@ -40,8 +40,9 @@ def _waiver_task(ctx: GenContext, kind: str, amounts: list[int], outcome: str) -
                                 assessed_on=days_from_today(ctx, -ctx.rng.randrange(3, 80)))]}
     patron = Patron.load(ctx, fine["member_id"])
     steps = [*patron.identify(), call("list_fines", member_id=patron.id)]
+    waiver = call("waive_fine", fine_id=fine["fine_id"], reason="first waiver, recent overdue fine")
     if outcome == "waive":
-        steps.append(call("waive_fine", fine_id=fine["fine_id"], reason="first waiver, recent overdue fine"))
+        steps.append(waiver)
     elif outcome == "refer":
         steps.append(call("open_staff_request", member_id=patron.id, category="fine_waiver",
                           summary="member asks to waive an overdue fine", subject_id=fine["fine_id"],
@@ -51,7 +52,7 @@ def _waiver_task(ctx: GenContext, kind: str, amounts: list[int], outcome: str) -
         scenario=patron.asks(f"There's a ${usd_text(amount)} {charge} on my account for {fine['title']}. "
                              f"{ctx.rng.choice(EXCUSES).capitalize()}. Could you waive it?",
                              f"the ${usd_text(amount)} {charge} waived"),
-        golden_path=steps, initial_patch=patch,
+        golden_path=steps, initial_patch=patch, violation=None if outcome == "waive" else waiver,
     )
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envs.domains.library.scenario import GOOD_STANDING, Patron, clock, days_from_today, spoken_date, standing_params
-from envs.sdk import GenContext, TaskDraft, call, template
+from envs.sdk import GenContext, TaskDraft, ToolCall, call, template
 
 VARIANTS = 10
 SMALL_ROOMS = ("S1", "S2", "MR")
@@ -51,17 +51,21 @@ def _booker(ctx: GenContext, card_types: tuple[str, ...]) -> Patron:
 
 
 def _room_task(ctx: GenContext, patron: Patron, slot: Slot, tool: str | None) -> TaskDraft:
-    """The member asks for `slot`; the golden path ends with `tool` (book or hold for approval) or only reads."""
+    """The member asks for `slot`; the golden path ends with `tool` (book or hold for approval) or only reads.
+    A careless desk books the room outright whenever it should not."""
     purpose = ctx.rng.choice(PURPOSES)
     opening = (f"I'd like to book the {slot.room['name']} at the {slot.branch['name']} on {spoken_date(slot.date)}, "
                f"from {clock(slot.start)} to {clock(slot.end)}, for {slot.attendees} people. It's for {purpose}.")
     steps = [*patron.identify(), call("get_member", member_id=patron.id)]
+
+    def room_call(name: str) -> ToolCall:
+        return call(name, member_id=patron.id, room_id=slot.room["room_id"], booking_date=slot.date,
+                    start_hour=slot.start, end_hour=slot.end, attendees=slot.attendees, purpose=purpose)
+
     if tool is not None:
-        steps += [call("list_rooms", branch_id=slot.branch["branch_id"], booking_date=slot.date),
-                  call(tool, member_id=patron.id, room_id=slot.room["room_id"], booking_date=slot.date,
-                       start_hour=slot.start, end_hour=slot.end, attendees=slot.attendees, purpose=purpose)]
+        steps += [call("list_rooms", branch_id=slot.branch["branch_id"], booking_date=slot.date), room_call(tool)]
     return TaskDraft(scenario=patron.asks(opening, f"the {slot.room['name']} booked for {spoken_date(slot.date)}"),
-                     golden_path=steps)
+                     golden_path=steps, violation=None if tool == "book_room" else room_call("book_room"))
 
 
 ADULT_CARDS = ("adult", "student", "senior")

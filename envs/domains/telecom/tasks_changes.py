@@ -56,6 +56,7 @@ def downgrade_under_contract(ctx: GenContext) -> TaskDraft:
         scenario=scenario(customer, f"My bill is too high. Please move my line {line['msisdn']} down to the "
                           f"{PLAN_NAMES[target]} plan.", f"cheaper plan {PLAN_NAMES[target]}", phone=line["msisdn"]),
         golden_path=[*identify(customer, line["msisdn"]), lines_of(customer)],
+        violation=call("change_plan", line_id=line["line_id"], plan_code=target),
     )
 
 
@@ -70,6 +71,7 @@ def plan_change_too_soon(ctx: GenContext) -> TaskDraft:
                           phone=line["msisdn"]),
         initial_patch={"lines": [record(ctx, "lines", "line_id", line["line_id"], last_plan_change=recent)]},
         golden_path=[*identify(customer, line["msisdn"]), lines_of(customer)],
+        violation=call("change_plan", line_id=line["line_id"], plan_code=target),
     )
 
 
@@ -147,13 +149,14 @@ def _credit_task(ctx: GenContext, recent: bool, amounts: list[float], outcome: s
     invoice = _credit_invoice(ctx, recent)
     customer, amount = customer_of(ctx, invoice["customer_id"]), ctx.rng.choice(amounts)
     steps = [*identify(customer), call("list_invoices", customer_id=customer["customer_id"])]
+    credit = call("issue_credit", invoice_id=invoice["invoice_id"], amount_usd=amount, reason="outage")
     if outcome == "credit":
-        steps.append(call("issue_credit", invoice_id=invoice["invoice_id"], amount_usd=amount, reason="outage"))
+        steps.append(credit)
     elif outcome == "ticket":
         steps.append(call("open_ticket", customer_id=customer["customer_id"], category="credit_approval",
                           summary="outage credit request", subject_id=invoice["invoice_id"], amount_usd=amount))
     return TaskDraft(scenario=scenario(customer, _credit_opening(invoice, amount), f"a ${amount:.2f} credit"),
-                     golden_path=steps)
+                     golden_path=steps, violation=None if outcome == "credit" else credit)
 
 
 @template(kind="direct", split="train", variants=VARIANTS)
@@ -182,13 +185,14 @@ def _insurance_task(ctx: GenContext, days_ago: int, allowed: bool) -> TaskDraft:
     device, line, customer = _uninsured_device(ctx)
     bought = day_before(ctx.today, days_ago)
     steps = [*identify(customer, line["msisdn"]), call("list_devices", customer_id=customer["customer_id"])]
+    insurance = call("add_device_insurance", device_id=device["device_id"])
     if allowed:
-        steps.append(call("add_device_insurance", device_id=device["device_id"]))
+        steps.append(insurance)
     return TaskDraft(
         scenario=scenario(customer, f"I bought a {device['model']} for my line {line['msisdn']} on {bought}. "
                           "Can you add device insurance to it?", "the phone insured", phone=line["msisdn"]),
         initial_patch={"devices": [record(ctx, "devices", "device_id", device["device_id"], purchased_on=bought)]},
-        golden_path=steps,
+        golden_path=steps, violation=None if allowed else insurance,
     )
 
 
