@@ -4,8 +4,9 @@ where it stopped and any report can be recomputed later from the file alone.
 A record's keys are the public format of issue 6: task_id, domain, trial, passed (null for a system error),
 system_error (its kind or null), termination, turns, usage {prompt_tokens, completion_tokens,
 reasoning_tokens, cached_tokens}, model, weight_version, seconds, diff (the verdict's differences, one line
-each), outcome (which reference state the episode ended in: golden, careless, unchanged or other). A system-error trial is recorded too: it cost time and tokens, and it is reported beside the scores,
-never as a failure.
+each), outcome (which reference state the episode ended in: golden, careless, unchanged or other). A
+system-error trial is recorded too: it cost time and tokens, and it is reported beside the scores, never as a
+failure.
 """
 
 from __future__ import annotations
