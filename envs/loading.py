@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
+from envs.declines import with_decline_rubric
 from envs.domain import Domain
 from envs.errors import InvalidTaskError
 from envs.golden import initial_sandbox, run_golden_path
@@ -26,8 +27,8 @@ _STATE_CHANGING = {TaskKind.DIRECT, TaskKind.APPROVAL}
 
 
 def generate(domain: Domain) -> list[Task]:
-    """The domain's tasks from its templates (information tasks with their answer-precision rubric), not yet
-    sealed."""
+    """The domain's tasks from its templates (information tasks with their answer-precision rubric, leak tasks
+    with their decline rubric), not yet sealed."""
     tasks = []
     for tmpl in domain.templates:
         for variant in range(tmpl.variants):
@@ -38,7 +39,7 @@ def generate(domain: Domain) -> list[Task]:
                 golden_path=tuple(draft.golden_path), rubrics=tuple(draft.rubrics),
                 reference_answer=draft.reference_answer, violation=draft.violation,
             ))
-    return [with_precision_rubric(domain, task) for task in tasks]
+    return [with_decline_rubric(with_precision_rubric(domain, task)) for task in tasks]
 
 
 def seal(domain: Domain, task: Task) -> Task:

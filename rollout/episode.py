@@ -101,6 +101,7 @@ class Episode:
                 return "max_turns"
             remaining = self.config.token_budget - len(self.sequence.token_ids)
             if remaining <= 0:
+                self.sequence.cut_context_after(self.config.token_budget)  # a trajectory never exceeds its budget
                 return "token_budget"
             cap = min(self.config.max_tokens_per_turn, remaining)
             generation = await self.timer.measure("engine", self.engine.generate(

@@ -32,3 +32,10 @@ class TokenSequence:
 
     def __len__(self) -> int:
         return len(self.token_ids)
+
+    def cut_context_after(self, length: int) -> None:
+        """Drops the context tokens past `length` (an episode that ran out of budget on a tool or user reply
+        keeps it within the budget: the policy never conditions on that tail, so it trains nothing)."""
+        if any(self.loss_mask[length:]):
+            raise ValueError(f"cannot cut sampled tokens: the sequence samples past position {length}")
+        del self.token_ids[length:], self.loss_mask[length:], self.logprobs[length:]

@@ -104,3 +104,20 @@ def test_seeded_trials_are_a_function_of_seed_task_and_trial(interpreter) -> Non
     assert seen["a"] == seen["b"] and seen["a"] != seen["c"]
     assert len(set(seen["a"])) == len(seen["a"])  # each turn draws with its own seed
     assert derive_seed(7, "x", 0) == derive_seed(7, "x", 0) != derive_seed(8, "x", 0)
+
+
+def test_an_episode_out_of_budget_never_exceeds_it(interpreter) -> None:
+    """A tool reply that overruns the token budget ends the episode cut at the budget: its trajectory fits
+    a packed row as long as the budget (the trainer refuses longer ones)."""
+    task = next(t for t in load_tasks("library", split="train") if t.template == "renew_loan")
+    engine = OracleEngine(interpreter)
+    full = asyncio.run(demonstrations([task], interpreter, open_session, LIMITS))[0][0].trajectory
+    mask = full.loss_mask
+    last_reply = max(i for i in range(1, len(mask)) if mask[i - 1] and not mask[i])  # the last tool reply starts
+    budget = last_reply + 5  # the call before it fits; the reply overruns
+    engine.expect("cut", task)
+    result = asyncio.run(run_episode(task, engine, interpreter, group_id="g", session_id="cut",
+                                     config=EpisodeConfig(max_turns=12, max_tokens_per_turn=256, token_budget=budget)))
+    t = result.trajectory
+    assert t.termination == "token_budget" and len(t.token_ids) <= budget
+    assert t.token_ids == full.token_ids[:len(t.token_ids)]
