@@ -54,6 +54,17 @@ class Generation:
             raise ValueError(f"{len(self.output_ids)} output ids but {len(self.logprobs)} logprobs")
 
 
+@dataclasses.dataclass(frozen=True)
+class TokenScores:
+    """Teacher-forced log-probs of a given token sequence from one replica (`source`: a server's URL, or
+    "embedded"): `logprobs[i]` = log softmax at temperature 1 of token i + 1 given tokens 0..i, under the
+    weights the replica served (`weight_version`). What refit checks compare with the trainer's."""
+
+    logprobs: tuple[float, ...]
+    weight_version: str
+    source: str
+
+
 class EngineError(RuntimeError):
     """Infrastructure failure of an engine (dead server, timeout, protocol violation): a system error of
     the episode, retried or refilled, never scored as the agent's failure."""
@@ -74,3 +85,10 @@ class Engine(Protocol):
     async def health(self) -> bool: ...
 
     async def close(self) -> None: ...
+
+
+class Scorer(Protocol):
+    async def score(self, input_ids: Sequence[int]) -> list[TokenScores]:
+        """Teacher-forced log-probs of `input_ids[1:]` from every replica (each loaded its weights on its
+        own); `input_ids` holds at least two tokens."""
+        ...

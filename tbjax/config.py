@@ -18,6 +18,7 @@ from envs.session import PromptStyle
 from rollout.episode import EpisodeConfig
 from rollout.groups import GroupConfig
 from tbjax.grpo import LossConfig
+from tbjax.mismatch import MismatchAction, MismatchMetric
 from tbjax.models.config import AttentionImpl, RuntimeConfig
 from tbjax.sft import WarmStartConfig
 from tbjax.train_step import OptimConfig
@@ -127,6 +128,11 @@ class UserSection(Section):
     temperature: float = 0.3
 
 
+# train.* settings that watch a run without changing its trajectory (left out of the fingerprint)
+WATCH_SETTINGS = ("mismatch_stats", "mismatch_alarm", "mismatch_alarm_metric", "mismatch_action", "refit_probe",
+                  "refit_probe_tolerance")
+
+
 class TrainSection(Section):
     steps: int = 50
     row_len: int = 110_000  # packed row width: at least the episode token budget
@@ -136,6 +142,17 @@ class TrainSection(Section):
     keep_checkpoints: int = 3
     resume: Literal["auto", "never"] = "auto"
     allow_config_change: bool = False  # resume even if the config's fingerprint changed
+    # engine-vs-trainer log-prob mismatch of every step's trained tokens (tbjax.mismatch): the max gap and the
+    # mismatch KL cost one forward pass without gradient over the batch (the mean gap comes with the update)
+    mismatch_stats: bool = True
+    mismatch_alarm: float | None = None  # warn (or fail the step) when the metric exceeds this
+    mismatch_alarm_metric: MismatchMetric = "mismatch_kl"
+    mismatch_action: MismatchAction = "warn"
+    # after each publish every engine replica scores a fixed probe sequence, which must match the trainer's
+    # log-probs within the tolerance or the step fails (None: 1e-4 with float32 compute, 0.1 with bfloat16;
+    # tbjax.refit_check)
+    refit_probe: bool = True
+    refit_probe_tolerance: float | None = None
     # AdamW's moments wait in pinned host memory while gradients accumulate and come to the device only for the
     # optimizer's apply: frees twice the float32 parameters during the backward pass for a host round trip
     # per step. Always so with rollout.placement=colocated, which keeps the trainer's state in host memory.
@@ -144,6 +161,18 @@ class TrainSection(Section):
     # fastest on CPU); 1 compiles once whatever a step's count and is what large sharded models want
     # (tbjax.train_step says why)
     micro_batches_per_call: NonNegativeInt = 0
+
+    @model_validator(mode="after")
+    def _watch_can_act(self) -> TrainSection:
+        """An alarm on something never measured, or a threshold that means nothing, is an error."""
+        if self.mismatch_alarm is not None and self.mismatch_alarm_metric != "logprob_gap" and not self.mismatch_stats:
+            raise ValueError(f"train.mismatch_alarm on {self.mismatch_alarm_metric} needs train.mismatch_stats=true "
+                             "(only logprob_gap comes without it)")
+        if self.mismatch_alarm is not None and self.mismatch_alarm < 0:
+            raise ValueError("train.mismatch_alarm must be >= 0 (every mismatch metric is)")
+        if self.refit_probe_tolerance is not None and self.refit_probe_tolerance <= 0:
+            raise ValueError("train.refit_probe_tolerance must be > 0 (None: the compute dtype's default)")
+        return self
 
 
 class TrainConfig(Section):
@@ -167,7 +196,7 @@ class TrainConfig(Section):
         but the run's bookkeeping (steps to run, resume mode), where things are kept (rollout placement, the
         optimizer state's memory) and how the result is evaluated afterwards."""
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
-                                                      "micro_batches_per_call"},
+                                                      "micro_batches_per_call", *WATCH_SETTINGS},
                                             "rollout": {"placement"}, "evaluate": True})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -38,10 +38,12 @@ from tbjax.colocate import Handover
 from tbjax.config import ConfigError, TrainConfig
 from tbjax.engine import JaxEngine
 from tbjax.metrics_log import MetricsLog
+from tbjax.mismatch import MismatchAlarm, MismatchMeter
 from tbjax.models import Qwen
 from tbjax.multihost import engine_model, is_driver, share_batch
 from tbjax.packing import batch_from_groups
 from tbjax.publish import publish_weights
+from tbjax.refit_check import TOLERANCE, RefitCheck
 from tbjax.train_step import GRPOTrainer, TrainState
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,9 @@ class Run:
     step: int = 0
     draws: int = 0  # tasks the group scheduler has drawn (group ids and sampling seeds derive from it)
     handover: Handover = dataclasses.field(default_factory=Handover)  # who holds the GPUs (tbjax.colocate)
+    mismatch: MismatchMeter | None = None  # train.mismatch_stats (tbjax.mismatch)
+    alarm: MismatchAlarm | None = None  # train.mismatch_alarm
+    refit: RefitCheck | None = None  # train.refit_probe (tbjax.refit_check)
 
     @property
     def directory(self) -> Path:
@@ -128,6 +133,21 @@ async def _publish(run: Run, version: str) -> float:
     return time.perf_counter() - start
 
 
+async def _refresh(run: Run, version: str) -> None:
+    """Publishes the new weights, then takes the refit probe's expected log-probs: the trainer's under them,
+    while its parameters are on the devices (colocated runs move them to host memory right after)."""
+    await _publish(run, version)
+    if run.refit is not None:
+        run.refit.expect(run.state.params, version)
+
+
+async def _verify_refit(run: Run) -> dict[str, float]:
+    """The driver has the engine score the probe: its largest difference, or a RefitError."""
+    if run.refit is None or run.engine is None:
+        return {}
+    return {"refit_probe_max_diff": await run.refit.verify(run.engine)}
+
+
 async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any] | None:
     """One step; the driver (which holds the scheduler) returns its metrics, the other processes None."""
     config, step = run.config, run.step
@@ -144,8 +164,11 @@ async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, An
         update: dict[str, Any] = {"skipped": True}
     else:
         await run.handover.to_trainer(run)
+        mismatch = run.mismatch(run.state.params, packed) if run.mismatch is not None else {}  # before the update
         run.state, update = run.trainer.update(run.state, packed)
-        update["skipped"] = False
+        update = {**update, **mismatch, "skipped": False}
+        if run.alarm is not None:
+            update["mismatch_alarm"] = run.alarm.check(update, step + 1)
     update_s = time.perf_counter() - start
     run.step += 1
     start = time.perf_counter()
@@ -156,8 +179,10 @@ async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, An
             "draws": run.draws})
     save_s = time.perf_counter() - start
     start = time.perf_counter()
+    refit: dict[str, float] = {}
     if packed is not None:
-        await run.handover.to_engines(run, functools.partial(_publish, run, str(run.step)))
+        await run.handover.to_engines(run, functools.partial(_refresh, run, str(run.step)))
+        refit = await _verify_refit(run)  # once colocated servers have their KV cache back
     publish_s = time.perf_counter() - start
     if batch is None:
         return None
@@ -166,7 +191,7 @@ async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, An
     rewards = [t.reward for t in trajectories]
     tokens = sum(t.completion_tokens for t in trajectories)
     return {
-        "step": run.step, **update,
+        "step": run.step, **update, **refit,
         "reward_mean": sum(rewards) / len(rewards) if rewards else None,  # informative groups only
         "pass_rate": counts.reward_sum / counts.scored_episodes if counts.scored_episodes else None,
         "groups_informative": counts.informative, "groups_dropped": counts.dropped_all_equal,
@@ -211,7 +236,25 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
         (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump({"tasks": [t.id for t in tasks]},
                                                                         sort_keys=False))
     return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step,
-               draws, Handover.for_placement(config.rollout.placement, engine))
+               draws, Handover.for_placement(config.rollout.placement, engine),
+               MismatchMeter(trainer) if config.train.mismatch_stats else None, _mismatch_alarm(config),
+               _refit_check(config, trainer, model))
+
+
+def _mismatch_alarm(config: TrainConfig) -> MismatchAlarm | None:
+    """The configured alarm on the engine-vs-trainer mismatch, if any."""
+    train = config.train
+    if train.mismatch_alarm is None:
+        return None
+    return MismatchAlarm(train.mismatch_alarm, train.mismatch_alarm_metric, train.mismatch_action)
+
+
+def _refit_check(config: TrainConfig, trainer: GRPOTrainer, model: Qwen) -> RefitCheck | None:
+    """The check that published weights arrived (tolerance: configured, else the compute dtype's default)."""
+    if not config.train.refit_probe:
+        return None
+    tolerance = config.train.refit_probe_tolerance or TOLERANCE[config.model.compute_dtype]
+    return RefitCheck(trainer, model.config.vocab_size, tolerance)
 
 
 def _engine(config: TrainConfig, trainer: GRPOTrainer, state: TrainState, step: int) -> Any:
@@ -243,7 +286,8 @@ async def train(run: Run, opener: SessionOpener | None = None) -> Path:
     if is_driver():
         scheduler = GroupScheduler(_task_stream(run), episode, config.groups, first_draw=run.draws)
     if run.step and config.rollout.engine == "sglang":
-        await _publish(run, str(run.step))  # servers start from the base checkpoint
+        await _refresh(run, str(run.step))  # servers start from the base checkpoint
+        await _verify_refit(run)
     run.handover.start(run)
     while run.step < config.train.steps:
         metrics = await train_step(run, scheduler)

@@ -42,12 +42,18 @@ class MetricsLog:
         reward = "n/a" if m.get("pass_rate") is None else f"{m['pass_rate']:.3f}"
         update = "[yellow]skipped (no signal)[/yellow]" if m.get("skipped") else (
             f"loss {m['loss']:+.4f} grad {m['grad_norm']:.3f} clip {m['clip_fraction']:.3f} "
-            f"ent {m['entropy']:.2f} gap {m['logprob_gap']:.2e}")
+            f"ent {m['entropy']:.2f} gap {m['logprob_gap']:.2e}{mismatch_line(m)}")
         errors = sum(m.get("system_errors", {}).values())
         return (f"step {m['step']:>4} | pass {reward} | groups {m['groups_informative']} kept "
                 f"{m['groups_dropped']} dropped {m['groups_refilled']} refilled | sys-err {errors} | {update} | "
                 f"{m['rollout_tokens_per_s']:.0f} tok/s | rollout {m['time_rollout_s']:.1f}s update "
                 f"{m['time_update_s']:.1f}s save {m['time_save_s']:.1f}s publish {m['time_publish_s']:.1f}s")
+
+
+def mismatch_line(m: dict[str, Any]) -> str:
+    """The gap's max and the mismatch KL (tbjax.mismatch) where measured, and a flag when the alarm fired."""
+    stats = f" max {m['logprob_gap_max']:.2e} kl {m['mismatch_kl']:.1e}" if "mismatch_kl" in m else ""
+    return stats + (" [red]MISMATCH ALARM[/red]" if m.get("mismatch_alarm") else "")
 
 
 def scalars(metrics: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:

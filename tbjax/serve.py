@@ -1,7 +1,9 @@
 """`python -m tbjax.serve --model DIR --port P`: the JaxEngine behind SGLang's native HTTP API.
 
 Endpoints (SGLang's names and payloads): GET /health, GET /get_model_info, POST /generate (input_ids in;
-output_ids, meta_info.output_token_logprobs as [logprob, token_id, text] and meta_info.finish_reason out),
+output_ids, meta_info.output_token_logprobs as [logprob, token_id, text] and meta_info.finish_reason out; with
+logprob_start_len s >= 0 also meta_info.input_token_logprobs of prompt positions s.., untempered, position 0's
+logprob null),
 POST /update_weights_from_disk, POST /pause_generation, POST /continue_generation, GET|POST /flush_cache,
 POST /release_memory_occupation, POST /resume_memory_occupation (body {"tags": [...]} with SGLang's tags
 "weights", "kv_cache", "cuda_graph"; null or absent: all; weights cannot be loaded while released, as in
@@ -56,6 +58,11 @@ def build_app(engine: JaxEngine, model_dir: Path) -> Starlette:
         tokenizer = state["tokenizer"]
         return None if tokenizer is None else tokenizer.decode([token])
 
+    async def prompt_logprobs(input_ids: list[int]) -> list[list[Any]]:
+        """[logprob, token_id, text] of every prompt token, as SGLang sends them (the first has no logprob)."""
+        scored = [None, *(await engine.score(input_ids))[0].logprobs] if len(input_ids) > 1 else [None]
+        return [[lp, tok, token_text(tok)] for lp, tok in zip(scored, input_ids, strict=True)]
+
     async def health(_: Request) -> Response:
         return Response(status_code=200 if await engine.health() else 503)
 
@@ -85,6 +92,9 @@ def build_app(engine: JaxEngine, model_dir: Path) -> Starlette:
         if body.get("return_logprob"):
             meta["output_token_logprobs"] = [[lp, tok, token_text(tok)]
                                              for lp, tok in zip(result.logprobs, result.output_ids, strict=True)]
+            start = body.get("logprob_start_len", -1)
+            if start is not None and start >= 0:
+                meta["input_token_logprobs"] = (await prompt_logprobs(input_ids))[start:]
         tokenizer = state["tokenizer"]
         text = tokenizer.decode(list(result.output_ids)) if tokenizer is not None else None
         return JSONResponse({"text": text, "output_ids": list(result.output_ids), "meta_info": meta})

@@ -28,9 +28,16 @@ from typing import Any
 
 import httpx
 
-from rollout.engine import EngineError, Generation, SamplingParams
+from rollout.engine import EngineError, Generation, SamplingParams, TokenScores
 from rollout.engines.servers import Server, ServerPool
-from rollout.engines.sglang_wire import ProtocolError, finish_reason_of, generate_payload, parse_generation
+from rollout.engines.sglang_wire import (
+    ProtocolError,
+    finish_reason_of,
+    generate_payload,
+    parse_generation,
+    parse_scores,
+    score_payload,
+)
 
 log = logging.getLogger(__name__)
 # SGLang's memory regions (`tags` of /release_memory_occupation and /resume_memory_occupation, servers run
@@ -68,8 +75,8 @@ class SGLangConfig:
 
 
 class SGLangEngine:
-    """Speaks /generate, /pause_generation, /update_weights_from_disk, /continue_generation, /health and
-    /release_memory_occupation, /resume_memory_occupation."""
+    """Speaks /generate (sampling, and scoring a given sequence), /pause_generation, /update_weights_from_disk,
+    /continue_generation, /health and /release_memory_occupation, /resume_memory_occupation."""
 
     def __init__(self, config: SGLangConfig, transport: httpx.AsyncBaseTransport | None = None,
                  restart_servers: ServerRestarter | None = None) -> None:
@@ -153,6 +160,28 @@ class SGLangEngine:
     def _backoff(self, attempt: int) -> float:
         delay = min(self.config.max_backoff_s, self.config.backoff_s * 2 ** (attempt - 1))
         return delay * random.uniform(0.5, 1.0)
+
+    async def score(self, input_ids: Sequence[int]) -> list[TokenScores]:
+        """Teacher-forced log-probs of `input_ids[1:]` from every server (each loaded its weights on its own),
+        through /generate with `logprob_start_len` 0. Not retried: a refit check runs it right after a
+        weight refresh, and a server that cannot answer then is itself the finding."""
+        if len(input_ids) < 2:
+            raise ValueError("scoring needs at least two tokens (the first has no log-prob)")
+        return list(await asyncio.gather(*(self._score_on(s, input_ids) for s in self.pool.servers)))
+
+    async def _score_on(self, server: Server, input_ids: Sequence[int]) -> TokenScores:
+        url = f"{server.url}/generate"
+        try:
+            response = await self._post_once_more_if_dropped(url, score_payload(input_ids, uuid.uuid4().hex))
+        except httpx.HTTPError as e:
+            raise EngineError(f"{url} unreachable while scoring ({type(e).__name__}: {e})") from e
+        if response.status_code >= 400:
+            raise EngineError(f"{url} refused to score (HTTP {response.status_code}): {response.text[:300]}")
+        try:
+            body = response.json()
+        except ValueError as e:
+            raise ProtocolError(f"{url} answered non-JSON: {response.text[:200]!r}") from e
+        return parse_scores(body, input_ids, server.weight_version, server.url)
 
     async def update_weights(self, hf_dir: str, version: str) -> None:
         """Pause every server, load `hf_dir` on every server, continue every server. Every server pauses

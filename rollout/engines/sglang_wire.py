@@ -24,9 +24,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from rollout.engine import EngineError, FinishReason, Generation, SamplingParams
+from rollout.engine import EngineError, FinishReason, Generation, SamplingParams, TokenScores
 
 FINISH_REASONS: frozenset[str] = frozenset({"stop", "length", "abort"})
+# Scoring samples one greedy token (ignored): SGLang samples greedy at temperature 1, so the prompt's log-probs
+# are untempered, as the trainer's side of a refit check computes them.
+SCORING = SamplingParams(max_new_tokens=1, temperature=0.0)
 
 
 class ProtocolError(EngineError):
@@ -62,6 +65,29 @@ def generate_payload(input_ids: Sequence[int], sampling: SamplingParams, rid: st
         "rid": rid,
         "stream": False,
     }
+
+
+def score_payload(input_ids: Sequence[int], rid: str) -> dict[str, Any]:
+    """The JSON body of POST /generate that returns the prompt's own log-probs: `logprob_start_len` 0 makes
+    SGLang send `meta_info.input_token_logprobs` for every prompt position."""
+    return {**generate_payload(input_ids, SCORING, rid), "logprob_start_len": 0}
+
+
+def parse_scores(body: Any, input_ids: Sequence[int], default_version: str, source: str) -> TokenScores:
+    """A scoring response -> TokenScores of input_ids[1:]. SGLang sends one [logprob, token_id, text] entry
+    per prompt token, the first with logprob null (nothing predicts it); each must name its prompt token."""
+    meta = body.get("meta_info") if isinstance(body, dict) else None
+    entries = meta.get("input_token_logprobs") if isinstance(meta, dict) else None
+    if not isinstance(entries, list) or len(entries) != len(input_ids):
+        raise ProtocolError(f"a scoring /generate response needs meta_info.input_token_logprobs with one entry per "
+                            f"prompt token ({len(input_ids)}), got {str(entries)[:200]}; the server must support "
+                            "logprob_start_len")
+    if finish_reason_of(meta)[0] == "abort":
+        raise EngineError(f"{source} aborted the scoring request")
+    logprobs = tuple(_logprob_entry(entries[i], int(input_ids[i]), i, "input_token_logprobs")
+                     for i in range(1, len(entries)))
+    version = meta.get("weight_version")
+    return TokenScores(logprobs, str(version) if version is not None else default_version, source)
 
 
 def finish_reason_of(meta: dict[str, Any]) -> tuple[FinishReason, Any, str]:
@@ -109,11 +135,11 @@ def parse_generation(body: Any, default_version: str) -> tuple[Generation, int]:
     return generation, missing
 
 
-def _logprob_entry(entry: Any, expected_id: int, position: int) -> float:
-    """One (logprob, token_id, text) triple; its token id must be the output id at the same position."""
+def _logprob_entry(entry: Any, expected_id: int, position: int, field: str = "output_token_logprobs") -> float:
+    """One (logprob, token_id, text) triple of `field`; its token id must be the token at the same position
+    (of output_ids, or of the prompt for input_token_logprobs)."""
     if not isinstance(entry, list | tuple) or len(entry) < 2 or not isinstance(entry[0], int | float):
-        raise ProtocolError(f"output_token_logprobs[{position}] must be [logprob, token_id, text], got {entry!r}")
+        raise ProtocolError(f"{field}[{position}] must be [logprob, token_id, text], got {entry!r}")
     if int(entry[1]) != expected_id:
-        raise ProtocolError(f"output_token_logprobs[{position}] is for token {entry[1]}, "
-                            f"but output_ids[{position}] is {expected_id}")
+        raise ProtocolError(f"{field}[{position}] is for token {entry[1]}, but the token there is {expected_id}")
     return float(entry[0])

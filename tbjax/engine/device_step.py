@@ -3,7 +3,8 @@ row. `step` serves prefill (one row, a padded prompt bucket); `decode` feeds the
 and samples `steps` tokens in one call, so the host's per-call cost (dispatch, reading results back, the
 worker's bookkeeping: most of a tiny model's step) is paid once per `steps` tokens. Row r's randomness at
 its n-th sampled token is fold_in(key(seeds[r]), n) in both, so how tokens are grouped into calls never
-changes what is sampled. Shapes come from a few power-of-two buckets, so compiles stay few."""
+changes what is sampled. Shapes come from a few power-of-two buckets, so compiles stay few. `score` gives a
+given sequence's teacher-forced log-probs (refit checks, tbjax.refit_check)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,13 @@ def decode(graphdef: nnx.GraphDef, state: nnx.State, cache: KVCache, tokens: jax
     carry = (cache, tokens, budgets > 0, jnp.zeros((rows, steps), jnp.int32), jnp.zeros((rows, steps), jnp.float32))
     cache, _, _, out_tokens, out_logprobs = jax.lax.fori_loop(0, steps, one, carry)
     return out_tokens, out_logprobs, cache
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef",))
+def score(graphdef: nnx.GraphDef, state: nnx.State, tokens: jax.Array) -> jax.Array:
+    """tokens [rows, n] -> log p(tokens[:, i + 1] | tokens[:, :i + 1]) [rows, n - 1] float32 at temperature 1,
+    through the model's uncached forward pass over the served parameters: no cache row is taken, so scoring
+    never disturbs generations in flight. Padding at the end of a row changes nothing before it (causal)."""
+    logits = nnx.merge(graphdef, state)(tokens)[:, :-1]
+    logprobs = jax.nn.log_softmax(logits, axis=-1)
+    return jnp.take_along_axis(logprobs, tokens[:, 1:, None], axis=-1)[..., 0]

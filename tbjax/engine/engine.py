@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 from flax import nnx
 
-from rollout.engine import EngineError, Generation, SamplingParams
+from rollout.engine import EngineError, Generation, SamplingParams, TokenScores
 from rollout.engines.sglang import KV_CACHE, MEMORY_TAGS, WEIGHTS
-from tbjax.engine.device_step import bucket, decode, step
+from tbjax.engine.device_step import bucket, decode, score, step
 from tbjax.engine.requests import Request, Slot, SlotTable
 from tbjax.engine.sampling import RowSampling
 from tbjax.models import Qwen, from_pretrained
@@ -93,6 +93,19 @@ class JaxEngine:
             raise ValueError(f"{hf_dir} holds a different architecture than the served model; "
                              "weights can be refreshed, architectures cannot")
         await self.set_state(nnx.state(model), version)
+
+    async def score(self, input_ids: Sequence[int]) -> list[TokenScores]:
+        """Teacher-forced log-probs of `input_ids[1:]` under the parameters served now (the `Scorer`
+        protocol; one replica). The sequence is padded to a power-of-two bucket, so probes compile once."""
+        if len(input_ids) < 2:
+            raise ValueError("scoring needs at least two tokens (the first has no log-prob)")
+        self._refuse_if_weights_released()
+        with self._cond:  # a swap replaces both under the lock
+            state, version = self.state, self.weight_version
+        tokens = np.zeros((1, bucket(len(input_ids), max(self.max_len, len(input_ids)))), np.int32)
+        tokens[0, :len(input_ids)] = input_ids
+        logprobs = await asyncio.to_thread(lambda: np.asarray(score(self.graphdef, state, tokens)))
+        return [TokenScores(tuple(float(x) for x in logprobs[0, :len(input_ids) - 1]), version, "embedded")]
 
     async def set_state(self, state: nnx.State, version: str) -> None:
         """Swaps in new parameters (same structure) once in-flight generations finish."""

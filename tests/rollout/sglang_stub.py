@@ -4,7 +4,10 @@ HTTP on 127.0.0.1 without a GPU.
 
 The fake model: after a prompt whose ids sum to S it samples token 100 + (S + k) % 50 at step k with
 logprob -0.25 * (k + 1), `length` tokens long; then it samples the first requested stop token (logprob
--0.125) if max_new_tokens leaves room, else it stops for length.
+-0.125) if max_new_tokens leaves room, else it stops for length. Asked for the prompt's log-probs too
+(return_logprob with logprob_start_len s >= 0), it scores prompt token i >= 1 at -0.25 * ((ids[i-1] + ids[i]) % 8
++ 1), minus `score_shift` (weights that are not what was published), and sends `input_token_logprobs` from
+position s on, position 0's log-prob null, as SGLang does.
 
 Run in-process with `serve_in_thread(StubModel())`, or as a process (the launcher tests' stand-in for
 `python -m sglang.launch_server`): `python -m tests.rollout.sglang_stub --port P [--delay-s 0.2]`.
@@ -47,6 +50,7 @@ class StubModel:
     abort_generate: int = 0  # answer the next N /generate calls with finish_reason abort
     update_ok: bool = True
     update_endpoint: bool = True  # False: /update_weights_from_disk answers 404, as sglang-jax's does
+    score_shift: float = 0.0  # added to every prompt log-prob the fake model scores
     weight_version: str = "default"
     model_path: str = "stub-model"
     received: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -88,9 +92,17 @@ class StubModel:
         meta: dict[str, Any] = {"id": body["rid"], "finish_reason": finish, "prompt_tokens": len(ids),
                                 "completion_tokens": len(tokens), "cached_tokens": cached,
                                 "output_token_logprobs": entries}
+        if body.get("return_logprob") and body.get("logprob_start_len", -1) >= 0:
+            meta["input_token_logprobs"] = self.prompt_logprobs(ids, body["logprob_start_len"])
         if self.report_version:
             meta["weight_version"] = self.weight_version
         return {"text": "".join(f"<{t}>" for t in tokens), "output_ids": tokens, "meta_info": meta}
+
+    def prompt_logprobs(self, ids: list[int], start: int) -> list[list[Any]]:
+        """[logprob, token_id, text] of prompt positions start.. (position 0: logprob null)."""
+        scored = [None] + [-0.25 * ((a + b) % 8 + 1) - self.score_shift for a, b in zip(ids, ids[1:], strict=False)]
+        return [[lp, tok, f"<{tok}>" if self.text_in_logprobs else None]
+                for lp, tok in zip(scored[start:], ids[start:], strict=True)]
 
 
 def make_app(model: StubModel) -> Starlette:

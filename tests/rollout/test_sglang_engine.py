@@ -9,6 +9,7 @@ import pytest
 
 from rollout.engine import EngineError, SamplingParams
 from rollout.engines.sglang import SGLangEngine
+from rollout.engines.sglang_wire import ProtocolError
 from tests.rollout.sglang_stub import STOP_LOGPROB, StubModel, ThreadServer, free_port, on_engine
 
 SAMPLING = SamplingParams(max_new_tokens=16, temperature=0.7, top_p=0.95, top_k=20, min_p=0.05, stop_token_ids=(7,))
@@ -167,6 +168,30 @@ def test_version_falls_back_to_the_last_refresh_when_the_server_reports_none(ser
         await engine.update_weights("/w/v5", "5")
         return await engine.generate([1], SAMPLING)
     assert run(servers, refresh, n=1).weight_version == "5"
+
+
+def test_every_server_scores_the_prompt_with_its_own_weights(servers, models):
+    models[2].reset(score_shift=0.5)  # a server whose weights are not what was published
+
+    async def refresh_and_score(engine):
+        await engine.update_weights("/w/v6", "6")
+        return await engine.score([3, 4, 9, 1])
+    scores = run(servers, refresh_and_score)
+    # the stub scores token i at -0.25 * ((ids[i-1] + ids[i]) % 8 + 1): pairs 3+4, 4+9, 9+1
+    assert [s.logprobs for s in scores] == [(-2.0, -1.5, -0.75)] * 2 + [(-2.5, -2.0, -1.25)]
+    assert [(s.source, s.weight_version) for s in scores] == [(server.url, "6") for server in servers]
+    bodies = [m.received[-1] for m in models]
+    assert all(b["return_logprob"] and b["logprob_start_len"] == 0 and b["input_ids"] == [3, 4, 9, 1] for b in bodies)
+    assert all(b["sampling_params"]["max_new_tokens"] == 1 and b["sampling_params"]["temperature"] == 0.0
+               for b in bodies)
+
+
+def test_scores_must_name_the_prompt_tokens(servers, models, monkeypatch):
+    original = models[0].prompt_logprobs
+    monkeypatch.setattr(models[0], "prompt_logprobs",  # a server that scored the prompt shifted by one token
+                        lambda ids, start: [[lp, tok + 1, text] for lp, tok, text in original(ids, start)])
+    with pytest.raises(ProtocolError, match=r"input_token_logprobs\[1\] is for token 5, but the token there is 4"):
+        run(servers, lambda e: e.score([3, 4, 9]), n=1)
 
 
 def test_health_is_false_when_a_server_is_down_and_benches_it(servers, models):
