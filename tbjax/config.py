@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, NonNegativeInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, ValidationError, model_validator
 
 from envs.chat_endpoint import ChatEndpointConfig
 from envs.session import PromptStyle
@@ -161,6 +161,13 @@ class TrainSection(Section):
     # fastest on CPU); 1 compiles once whatever a step's count and is what large sharded models want
     # (tbjax.train_step says why)
     micro_batches_per_call: NonNegativeInt = 0
+    # optimizer steps per rollout batch: ppo_epochs passes over its episodes, dealt into mini_batches batches
+    # of their own; 1 and 1 is one step per batch, KL-free and with ratio 1 (tbjax.train_step says what acts)
+    ppo_epochs: PositiveInt = 1
+    mini_batches: PositiveInt = 1
+    # where the KL reference (the policy at the start of training; grpo.kl_coef > 0) waits between batches:
+    # sharded like the policy on the device, or in pinned host memory (a copy to the device once per batch)
+    reference_placement: Literal["device", "host"] = "device"
 
     @model_validator(mode="after")
     def _watch_can_act(self) -> TrainSection:
@@ -191,12 +198,29 @@ class TrainConfig(Section):
     select: SelectSection = SelectSection()
     evaluate: EvaluateSection = EvaluateSection()
 
+    @model_validator(mode="after")
+    def _objective_can_act(self) -> TrainConfig:
+        """Settings of the update's objective that could not act are errors, not silently ignored."""
+        train, kl = self.train, self.grpo.uses_reference
+        if train.mini_batches > self.groups.group_size:
+            raise ValueError(f"train.mini_batches={train.mini_batches} exceeds groups.group_size="
+                             f"{self.groups.group_size}, the episodes of the smallest batch a step trains on (one "
+                             "informative group): lower train.mini_batches")
+        if train.reference_placement == "host" and not kl:
+            raise ValueError("train.reference_placement=host places a KL reference, which grpo.kl_coef=0 never "
+                             "builds: set grpo.kl_coef > 0, or drop train.reference_placement")
+        if kl and self.rollout.placement == "colocated" and train.reference_placement == "device":
+            raise ValueError("grpo.kl_coef > 0 with rollout.placement=colocated: a reference kept on the device "
+                             "would hold the GPUs the servers use; set train.reference_placement=host")
+        return self
+
     def fingerprint(self) -> str:
         """A short hash of what determines the training trajectory (resume checks compare it): everything
         but the run's bookkeeping (steps to run, resume mode), where things are kept (rollout placement, the
         optimizer state's memory) and how the result is evaluated afterwards."""
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
-                                                      "micro_batches_per_call", *WATCH_SETTINGS},
+                                                      "micro_batches_per_call", "reference_placement",
+                                                      *WATCH_SETTINGS},
                                             "rollout": {"placement"}, "evaluate": True})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -5,8 +5,10 @@ r - mean (Dr. GRPO, `normalize_std=False`). Every trained token of an episode ca
 
 Policy loss per token: the clipped ratio objective with separate low/high clip ranges (0.2 / 0.28) and an
 optional dual clip for negative advantages, optionally weighted by truncated importance sampling (the
-trainer's old log-probs over the rollout engine's behaviour log-probs, capped), plus an optional k3 KL
-penalty to a frozen reference. Aggregation is a per-token weight and one batch-level denominator:
+trainer's old log-probs over the rollout engine's behaviour log-probs, capped), plus an optional KL
+penalty to a frozen reference, estimated per sampled token by k1 (log pi - log ref, whose gradient is that of
+log pi) or k3 (ref/pi - log(ref/pi) - 1, never negative). Aggregation is a per-token weight and one batch-level
+denominator:
 
     loss = sum(term * weight * mask) / denominator
 
@@ -26,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+KLEstimator = Literal["k1", "k3"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +40,21 @@ class LossConfig:
     normalize_std: bool = True  # False: Dr. GRPO advantages (no std division)
     advantage_eps: float = 1e-6
     tis_cap: float | None = 2.0  # truncated importance sampling against rollout log-probs; None: off
-    kl_coef: float = 0.0  # k3 KL to a frozen reference; 0: off (the seed run is KL-free)
+    kl_coef: float = 0.0  # KL to a frozen reference (the policy at the start of training); 0: off (the seed run)
+    kl_estimator: KLEstimator | None = None  # with kl_coef > 0; None: k3
     norm_length: int = 8192  # seq-mean-token-sum-norm's constant
+
+    def __post_init__(self) -> None:
+        if self.kl_coef < 0:
+            raise ValueError(f"grpo.kl_coef={self.kl_coef} is negative: a KL penalty's weight is >= 0 (0: no KL)")
+        if self.kl_estimator is not None and not self.kl_coef:
+            raise ValueError(f"grpo.kl_estimator={self.kl_estimator} has no effect with grpo.kl_coef=0: set "
+                             "grpo.kl_coef > 0 to penalise KL to the reference, or leave kl_estimator unset")
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether the loss needs reference log-probs (the KL term acts)."""
+        return self.kl_coef > 0
 
 
 def group_advantages(rewards: np.ndarray, normalize_std: bool = True, eps: float = 1e-6) -> np.ndarray:
@@ -92,9 +108,10 @@ def policy_loss_terms(
         tis = jnp.where(jnp.isnan(raw), 1.0, jnp.minimum(raw, config.tis_cap))
         term = term * tis
     kl = jnp.zeros_like(term)
-    if config.kl_coef and ref_logprobs is not None:
-        log_ratio = ref_logprobs - logprobs
-        kl = jnp.exp(log_ratio) - log_ratio - 1.0
+    if config.uses_reference:
+        if ref_logprobs is None:
+            raise ValueError("grpo.kl_coef > 0 needs the reference policy's log-probs (ref_logprobs)")
+        kl = kl_estimate(logprobs, ref_logprobs, config.kl_estimator or "k3")
         term = term + config.kl_coef * kl
     weighted = mask * weights
     was_clipped = (ratio < 1.0 - config.clip_low) | (ratio > 1.0 + config.clip_high)
@@ -107,3 +124,12 @@ def policy_loss_terms(
         "ratio": jnp.sum(ratio * mask),
         "tokens": jnp.sum(mask),
     }
+
+
+def kl_estimate(logprobs: jax.Array, ref_logprobs: jax.Array, estimator: KLEstimator) -> jax.Array:
+    """Per-token estimate of KL(pi || ref) from the sampled tokens' log-probs: k1 = log pi - log ref (unbiased,
+    either sign per token), k3 = ref/pi - log(ref/pi) - 1 (unbiased on tokens pi sampled, never negative)."""
+    if estimator == "k1":
+        return logprobs - ref_logprobs
+    log_ratio = ref_logprobs - logprobs
+    return jnp.exp(log_ratio) - log_ratio - 1.0

@@ -208,7 +208,9 @@ def make_trainer(config: TrainConfig, model: Qwen) -> GRPOTrainer:
     return GRPOTrainer(model, config.grpo, config.optim, temperature=config.episode.temperature,
                        logprob_chunk=config.train.logprob_chunk,
                        offload_optimizer=config.train.offload_optimizer or config.rollout.placement == "colocated",
-                       micro_batches_per_call=config.train.micro_batches_per_call)
+                       micro_batches_per_call=config.train.micro_batches_per_call,
+                       ppo_epochs=config.train.ppo_epochs, mini_batches=config.train.mini_batches,
+                       reference_placement=config.train.reference_placement)
 
 
 def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Run:
@@ -221,6 +223,8 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     # On the update's own shardings from the start: one compilation, and a restore lands there directly (with
     # several processes, moving a restored array between hosts' devices afterwards is not supported).
     state = trainer.shard_state(trainer.init_state(model))
+    if config.grpo.uses_reference:  # the KL reference: the policy before any update, also when resuming
+        trainer.keep_reference(state.params)
     iterator, step, draws = iter(dataset), 0, 0
     latest = checkpointer.latest_step() if config.train.resume == "auto" else None
     if latest is not None:

@@ -23,6 +23,10 @@ FIELD_DTYPES = {name: np.dtype(np.float32 if name in ("behaviour_logprobs", "adv
                 for name in FIELDS}
 # [micro_batches, shards, head_tokens] int32: the trained positions of each shard's rows (see trained_positions)
 HEAD_INDEX = "head_index"
+# Per-token float32 log-probs the trainer adds before an update's first optimizer step (tbjax.train_step), laid
+# out like FIELDS: the pre-update policy's ("old", the ratio's denominator) and the KL reference's.
+OLD_LOGPROBS = "old_logprobs"
+REF_LOGPROBS = "ref_logprobs"
 
 
 @dataclasses.dataclass
@@ -73,10 +77,7 @@ def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float], token_
         raise PackingError(f"episode {too_long[0][0]} has {too_long[0][1]} tokens, more than a packed row "
                            f"({row_len}); raise train.row_len to at least the episode token budget")
     layout = _first_fit_decreasing(lengths, row_len)
-    unit = micro_rows * rows_multiple
-    rows = max(unit, math.ceil(len(layout) / unit) * unit)
-    micro_batches = rows // unit
-    arrays = {name: np.zeros((rows, row_len), FIELD_DTYPES[name]) for name in FIELDS}
+    arrays = _empty_rows(len(layout), micro_rows * rows_multiple, row_len)
     trained = 0
     for r, members in enumerate(layout):
         offset = 0
@@ -95,9 +96,65 @@ def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float], token_
             arrays["weights"][r, predict] = token_weight[index]
             trained += int(np.sum(t.loss_mask[1:]))
             offset += n
-    shaped = {k: v.reshape(micro_batches, rows // micro_batches, row_len) for k, v in arrays.items()}
-    shaped[HEAD_INDEX] = trained_positions(shaped["mask"], rows_multiple)
+    shaped = _micro_batches(arrays, micro_rows * rows_multiple, rows_multiple)
     return PackedBatch(shaped, float(denominator), len(trajectories), trained)
+
+
+def _empty_rows(count: int, unit: int, row_len: int) -> dict[str, np.ndarray]:
+    """Zeroed FIELDS for `count` rows rounded up to whole micro-batches of `unit` rows (at least one)."""
+    rows = max(unit, math.ceil(count / unit) * unit)
+    return {name: np.zeros((rows, row_len), FIELD_DTYPES[name]) for name in FIELDS}
+
+
+def _micro_batches(arrays: dict[str, np.ndarray], unit: int, rows_multiple: int) -> dict[str, np.ndarray]:
+    """[rows, row_len] FIELDS -> [micro_batches, unit, row_len], plus their HEAD_INDEX."""
+    rows, row_len = arrays["tokens"].shape
+    shaped = {k: v.reshape(rows // unit, unit, row_len) for k, v in arrays.items()}
+    shaped[HEAD_INDEX] = trained_positions(shaped["mask"], rows_multiple)
+    return shaped
+
+
+def episode_spans(batch: PackedBatch) -> list[tuple[int, int, int]]:
+    """(row, start, length) of every episode of `batch`, rows counted across micro-batches."""
+    row_len = batch.shape[2]
+    spans = []
+    for r, row in enumerate(batch.arrays["segments"].reshape(-1, row_len)):
+        ids, starts, lengths = np.unique(row, return_index=True, return_counts=True)
+        spans += [(r, int(start), int(n)) for i, start, n in zip(ids, starts, lengths, strict=True) if i]
+    return spans
+
+
+def split_episodes(batch: PackedBatch, parts: int, config: LossConfig, rows_multiple: int = 1) -> list[PackedBatch]:
+    """The batch's episodes dealt into `parts` mini-batches, each packed like the batch (row width, rows per
+    micro-batch) with its own denominator for `config`'s aggregation; per-token values are copied, so advantages
+    stay those of the whole groups. Episodes are dealt longest first, round robin, so the parts' token counts
+    are close."""
+    spans = episode_spans(batch)
+    if parts > len(spans):
+        raise ValueError(f"train.mini_batches={parts} exceeds the {len(spans)} episodes of this batch: every "
+                         "mini-batch needs at least one episode; lower train.mini_batches")
+    order = sorted(range(len(spans)), key=lambda i: -spans[i][2])
+    return [_repacked(batch, [spans[i] for i in order[p::parts]], config, rows_multiple) for p in range(parts)]
+
+
+def _repacked(batch: PackedBatch, spans: list[tuple[int, int, int]], config: LossConfig,
+              rows_multiple: int) -> PackedBatch:
+    """The episodes at `spans` of `batch`, packed anew (first-fit decreasing) into a batch of their own."""
+    _, unit, row_len = batch.shape
+    source = {k: batch.arrays[k].reshape(-1, row_len) for k in FIELDS}
+    layout = _first_fit_decreasing([n for _, _, n in spans], row_len)
+    arrays = _empty_rows(len(layout), unit, row_len)
+    for r, members in enumerate(layout):
+        offset = 0
+        for segment, index in enumerate(members, start=1):
+            row, start, n = spans[index]
+            for name in FIELDS:
+                arrays[name][r, offset:offset + n] = source[name][row, start:start + n]
+            arrays["segments"][r, offset:offset + n] = segment
+            offset += n
+    lengths = np.asarray([source["mask"][row, start:start + n].sum() for row, start, n in spans])
+    _, denominator = token_weights(lengths, config)
+    return PackedBatch(_micro_batches(arrays, unit, rows_multiple), denominator, len(spans), int(lengths.sum()))
 
 
 def head_tokens_bucket(count: int, cap: int) -> int:
