@@ -270,5 +270,7 @@ def test_hybrid_state_ends_where_the_sequence_ends_and_is_reused_whole(tiny_dir)
     assert first.finish_reason == "stop" and first.output_ids[-1] == stop and len(first.output_ids) < 12
     assert second.cached_tokens == len(first_prompt) + len(first.output_ids) - 1
     assert second.output_ids == uncached.output_ids
-    np.testing.assert_allclose(second.logprobs, uncached.logprobs, atol=1e-5)
+    # the cached state came through recurrent decode steps, the uncached one through chunked prefill: float32
+    # sums in another order (1.3e-5 apart on a log-prob of -4.9 seen here)
+    np.testing.assert_allclose(second.logprobs, uncached.logprobs, rtol=1e-5, atol=1e-5)
     assert diverging.cached_tokens == 0
