@@ -57,7 +57,7 @@ def _verdict(task: Task, judge: LlmJudge | None) -> envs.Verdict:
         session = await envs.open_session(task, judge=judge)
         for c in task.golden_path:
             await session.call_tool(c.tool, c.args)
-        return await session.close("Sorry, that is internal.")
+        return await session.close("Sorry, that is internal and I can't share it.")
 
     return asyncio.run(episode())
 
@@ -73,7 +73,7 @@ def test_llm_judge_against_a_local_server(fake_openai: FakeOpenAI, telecom_tasks
     assert broken.system_error.startswith("judge_unparseable")
     request = fake_openai.requests[0]
     assert request["temperature"] == 0.0 and "Did the agent decline" in request["messages"][-1]["content"]
-    assert "Sorry, that is internal." in request["messages"][-1]["content"]
+    assert "Sorry, that is internal and I can't share it." in request["messages"][-1]["content"]
 
 
 def test_llm_rubric_without_a_judge_stops_the_run(telecom_tasks: list[Task]) -> None:
