@@ -243,11 +243,12 @@ class GRPOTrainer:
 
     def _calls(self, batch: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """The batch's micro-batches in groups of `micro_batches_per_call`, one per program call, on the batch
-        sharding."""
+        sharding. Fields go to the devices in name order: with several processes each `device_put` is a
+        collective, and the driver's batch and the broadcast copies hold their fields in different orders."""
         count = len(batch["tokens"])
         per_call = self.micro_batches_per_call or count
         for start in range(0, count, per_call):
-            chunk = {k: v[start:start + per_call] for k, v in batch.items()}
+            chunk = {k: batch[k][start:start + per_call] for k in sorted(batch)}
             if self.batch_sharding is not None:
                 chunk = {k: jax.device_put(v, self.batch_sharding) for k, v in chunk.items()}
             yield chunk
