@@ -97,12 +97,12 @@ class Episode:
         self.sequence.add_context(self.interp.first_prompt([*session.system_messages, opening], rendered))
         self.prompt_tokens = len(self.sequence.token_ids)
         while True:
-            if self.turns >= self.config.max_turns:
-                return "max_turns"
             remaining = self.config.token_budget - len(self.sequence.token_ids)
             if remaining <= 0:
                 self.sequence.cut_context_after(self.config.token_budget)  # a trajectory never exceeds its budget
                 return "token_budget"
+            if self.turns >= self.config.max_turns:
+                return "max_turns"
             cap = min(self.config.max_tokens_per_turn, remaining)
             generation = await self.timer.measure("engine", self.engine.generate(
                 self.sequence.token_ids, self._sampling(cap), session_id=self.session_id), "engine")

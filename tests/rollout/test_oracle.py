@@ -106,9 +106,11 @@ def test_seeded_trials_are_a_function_of_seed_task_and_trial(interpreter) -> Non
     assert derive_seed(7, "x", 0) == derive_seed(7, "x", 0) != derive_seed(8, "x", 0)
 
 
-def test_an_episode_out_of_budget_never_exceeds_it(interpreter) -> None:
-    """A tool reply that overruns the token budget ends the episode cut at the budget: its trajectory fits
-    a packed row as long as the budget (the trainer refuses longer ones)."""
+@pytest.mark.parametrize("last_turn", [False, True])  # True: the overrunning reply follows the last allowed turn
+def test_an_episode_out_of_budget_never_exceeds_it(interpreter, last_turn) -> None:
+    """A tool reply that overruns the token budget ends the episode cut at the budget, also when the turn
+    before it was the last one allowed: its trajectory fits a packed row as long as the budget (the trainer
+    refuses longer ones)."""
     task = next(t for t in load_tasks("library", split="train") if t.template == "renew_loan")
     engine = OracleEngine(interpreter)
     full = asyncio.run(demonstrations([task], interpreter, open_session, LIMITS))[0][0].trajectory
@@ -116,8 +118,9 @@ def test_an_episode_out_of_budget_never_exceeds_it(interpreter) -> None:
     last_reply = max(i for i in range(1, len(mask)) if mask[i - 1] and not mask[i])  # the last tool reply starts
     budget = last_reply + 5  # the call before it fits; the reply overruns
     engine.expect("cut", task)
-    result = asyncio.run(run_episode(task, engine, interpreter, group_id="g", session_id="cut",
-                                     config=EpisodeConfig(max_turns=12, max_tokens_per_turn=256, token_budget=budget)))
+    turns = full.turns - 1 if last_turn else 12  # the closing turn never comes
+    result = asyncio.run(run_episode(task, engine, interpreter, group_id="g", session_id="cut", config=EpisodeConfig(
+        max_turns=turns, max_tokens_per_turn=256, token_budget=budget)))
     t = result.trajectory
     assert t.termination == "token_budget" and len(t.token_ids) <= budget
     assert t.token_ids == full.token_ids[:len(t.token_ids)]
