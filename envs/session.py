@@ -1,4 +1,4 @@
-"""The environment session (DESIGN.md): everything one episode needs, and its verdict at the end.
+"""The environment session: everything one episode needs, and its verdict at the end.
 
     session = await open_session(task)          # fresh private backend + MCP client + user simulator
     session.system_messages, session.tool_schemas, session.opening()

@@ -1,4 +1,4 @@
-"""The task record (DESIGN.md "Task"): what the user wants, where the backend starts, what counts as done.
+"""The task record: what the user wants, where the backend starts, what counts as done.
 
 Tasks are plain pydantic models so they round-trip through JSONL unchanged (`Task.model_dump_json()` /
 `Task.model_validate_json()`); built-in domains generate them on load instead of shipping files.

@@ -1,4 +1,4 @@
-"""The grade of one episode (DESIGN.md "Verdict") and its human-readable report."""
+"""The grade of one episode: pass or fail, the state diff and rubric results, and a readable report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The engine contract (DESIGN.md): tokens in, sampled tokens and their behaviour log-probs out.
+"""The engine contract: tokens in, sampled tokens and their behaviour log-probs out.
 
 Implementations: `rollout.engines.sglang.SGLangEngine` (SGLang's native HTTP API, several servers) and
 `tbjax.engine.JaxEngine` (in-process, continuous batching), which `python -m tbjax.serve` also serves over

@@ -1,4 +1,4 @@
-"""The group scheduler (DESIGN.md step 2-4): B tasks x G episodes, with system errors refilled and
+"""The group scheduler (the rollout half of a GRPO step): B tasks x G episodes, with system errors refilled and
 signal-free groups resampled.
 
 Rules, in the order they apply:

@@ -1,4 +1,4 @@
-"""Reliability and cost metrics as pure functions of per-task counts (definitions: REFERENCES.md).
+"""Reliability and cost metrics as pure functions of per-task counts (the seed paper's definitions).
 
 Everything here takes plain numbers (n clean trials and c successes per task, token counts, prices) and
 returns plain numbers, so the seed paper's arithmetic can be checked from synthetic counts and the same code

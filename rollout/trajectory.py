@@ -1,4 +1,4 @@
-"""The trajectory contract (DESIGN.md): what one episode hands the trainer."""
+"""The trajectory contract: what one episode hands the trainer."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """SGLang's native /generate wire format: the request we send and the response we accept.
 
-Pure functions, so the exact bytes on the wire are testable without a server. Facts from REFERENCES.md:
-the server fills any sampling value we omit from the model's generation_config.json, so every value the
+Pure functions, so the exact bytes on the wire are testable without a server. SGLang's server
+fills any sampling value we omit from the model's generation_config.json, so every value the
 sampler reads is sent, including the penalties our `SamplingParams` does not expose (they are off in
 training: the trainer recomputes logprobs without them).
 

@@ -27,7 +27,7 @@ KEEP = ("hard", "medium", "easy")
 
 @dataclasses.dataclass(frozen=True)
 class SelectionConfig:
-    """Defaults are the seed's (REFERENCES.md): five bands, keep the middle three, >= 4 clean runs."""
+    """Defaults are the seed's : five bands, keep the middle three, >= 4 clean runs."""
 
     band_names: tuple[str, ...] = BAND_NAMES  # hardest first
     band_edges: tuple[float, ...] = BAND_EDGES

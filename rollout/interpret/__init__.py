@@ -1,4 +1,4 @@
-"""Interpretation (DESIGN.md): the one module training and evaluation use to turn conversations into tokens
+"""Interpretation: the one module training and evaluation use to turn conversations into tokens
 and model output into actions. No JAX.
 
 An episode loop::

@@ -1,4 +1,4 @@
-"""A stand-in SGLang server for tests: the native HTTP API as REFERENCES.md describes it, with a
+"""A stand-in SGLang server for tests: SGLang's native HTTP API (/generate, /health, weight refresh), with a
 deterministic fake "model", so the client's wire format, retries and weight refresh are tested over real
 HTTP on 127.0.0.1 without a GPU.
 

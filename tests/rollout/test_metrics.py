@@ -1,4 +1,4 @@
-"""The metrics reproduce the seed paper's arithmetic (REFERENCES.md) from synthetic counts, and each
+"""The metrics reproduce the seed paper's arithmetic from synthetic counts, and each
 estimator agrees with brute-force enumeration or a closed form."""
 
 import itertools

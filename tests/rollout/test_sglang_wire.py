@@ -1,4 +1,4 @@
-"""The /generate request and response format, without a server (facts: REFERENCES.md, SGLang native API)."""
+"""The /generate request and response format, without a server (SGLang's native API)."""
 
 import math
 
