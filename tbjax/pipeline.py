@@ -216,7 +216,7 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
             base_dir = warm_start(load_policy(model_dir, config), model_dir, demos, config.warm_start,
                                   root / "warm_start", row_len=config.train.row_len,
                                   micro_batch_rows=config.train.micro_batch_rows,
-                                  logprob_chunk=config.train.logprob_chunk, slipped=slipped, tasks=train_pool)
+                                  logprob_chunk=config.train.logprob_chunk, slipped=slipped)
     base = Campaigns(base_dir, "base", config, interpreter)
     with stage("select"):
         selected = config.tasks.selected

@@ -31,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from transformers import AutoTokenizer
 
 from envs import Task
-from envs.oracle import Slip, slips_of
+from envs.oracle import Slip
 from rollout.episode import EpisodeConfig, SessionOpener
 from rollout.interpret import Interpreter
 from rollout.interpret.render import ChatRenderer
@@ -83,7 +83,8 @@ class WarmStartConfig:
         return self.slips.get(slip.value, 0.0)
 
 
-Slipped = Mapping[str, Mapping[Slip, Trajectory]]  # task id -> slip -> the oracle's slipped episode
+# task id -> slip -> the oracle's slipped episode, in the order envs.oracle.slips_of gives the task's slips
+Slipped = Mapping[str, Mapping[Slip, Trajectory | None]]
 
 
 def load_or_record_slips(path: Path, tasks: list[Task], interpreter: Interpreter, opener: SessionOpener,
@@ -133,36 +134,34 @@ def load_or_record_demos(path: Path, tasks: list[Task], interpreter: Interpreter
     return trajectories
 
 
-def _maybe_slipped(demo: Trajectory, config: WarmStartConfig, slipped: Slipped, rng: np.random.Generator,
-                   task_slips: Mapping[str, list[Slip]]) -> Trajectory:
-    """`demo`, or with the configured chance per slip kind one of its task's slipped episodes."""
+def _maybe_slipped(demo: Trajectory, config: WarmStartConfig, slipped: Slipped, rng: np.random.Generator
+                   ) -> Trajectory:
+    """`demo`, or with the configured chance per slip kind one of its task's slipped episodes (in the order
+    the task admits them; a slip recorded as None, too long to train on, draws `demo`)."""
     draw, threshold = rng.random(), 0.0
-    recorded = slipped.get(demo.task_id, {})
-    for slip in task_slips.get(demo.task_id, ()):
+    for slip, trajectory in slipped.get(demo.task_id, {}).items():
         threshold += config.slip_rate(slip)
-        if draw < threshold and slip in recorded:
-            return recorded[slip]
+        if draw < threshold:
+            return trajectory or demo
     return demo
 
 
 def step_batch(demos: list[Trajectory], step: int, config: WarmStartConfig, digit_ids: list[int] | None = None,
-               slipped: Slipped | None = None, task_slips: Mapping[str, list[Slip]] | None = None
-               ) -> list[Trajectory]:
+               slipped: Slipped | None = None) -> list[Trajectory]:
     """The demonstrations of update `step` (0-based): epochs of a seeded permutation, each drawn demonstration
-    replaced by one of its task's `slipped` episodes with the chances of `config.slips` (`task_slips`: the
-    slips each task admits, in order) and given fresh values with chance `config.fresh_values` (needs
-    `digit_ids`); a pure function of (seed, step) so a resumed warm start draws exactly what an uninterrupted
-    one would."""
+    replaced by one of its task's `slipped` episodes with the chances of `config.slips` and given fresh values
+    with chance `config.fresh_values` (needs `digit_ids`); a pure function of (seed, step) so a resumed warm
+    start draws exactly what an uninterrupted one would."""
     size = config.episodes_per_step
     per_epoch = max(1, len(demos) // size)
     epoch, index = divmod(step, per_epoch)
     order = np.random.default_rng([config.seed, epoch]).permutation(len(demos))
     batch = [demos[i] for i in order[index * size:(index + 1) * size]]
     if config.slips:
-        if slipped is None or task_slips is None:
-            raise ValueError("warm_start.slips needs the slipped demonstrations and the slips each task admits")
+        if slipped is None:
+            raise ValueError("warm_start.slips needs the slipped demonstrations")
         slip_rng = np.random.default_rng([config.seed, step, 2])
-        batch = [_maybe_slipped(d, config, slipped, slip_rng, task_slips) for d in batch]
+        batch = [_maybe_slipped(d, config, slipped, slip_rng) for d in batch]
     if not config.fresh_values:
         return batch
     if digit_ids is None:
@@ -173,10 +172,9 @@ def step_batch(demos: list[Trajectory], step: int, config: WarmStartConfig, digi
 
 def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: WarmStartConfig, out: Path, *,
                row_len: int, micro_batch_rows: int = 1, logprob_chunk: int = 8192,
-               on_step: Callable[[dict], None] | None = None, slipped: Slipped | None = None,
-               tasks: list[Task] | None = None) -> Path:
+               on_step: Callable[[dict], None] | None = None, slipped: Slipped | None = None) -> Path:
     """Trains `model` on `config.copy_drills` updates of copy drills, then `config.steps` on `demos`, slipping
-    as `config.slips` says into `slipped` (the slips of `tasks`), resuming from `out/checkpoints`; returns the
+    as `config.slips` says into `slipped`, resuming from `out/checkpoints`; returns the
     HF export directory of the result (`out/export/v{all updates}`), written once."""
     total = config.copy_drills + config.steps
     final = out / "export" / f"v{total}"
@@ -187,10 +185,9 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
         log.info("%d demonstrations are longer than a packed row (%d tokens): left out",
                  len(demos) - len(fitting), row_len)
     demos = fitting
-    task_slips = {t.id: slips_of(t) for t in tasks or ()}
-    if slipped is not None:
-        slipped = {task: {slip: t for slip, t in by_slip.items() if len(t.token_ids) <= row_len}
-                   for task, by_slip in slipped.items()}
+    if slipped is not None:  # a slip too long to train on stays in the draw, and draws the correct episode
+        slipped = {task: {slip: t if t is not None and len(t.token_ids) <= row_len else None
+                          for slip, t in by_slip.items()} for task, by_slip in slipped.items()}
     if not demos:
         raise ValueError("no demonstrations to warm start from: the oracle passed no training task")
     optim = OptimConfig(learning_rate=config.learning_rate, warmup_steps=config.warmup_steps,
@@ -215,7 +212,7 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
                 batch, phase = drill_batch(renderer, config.seed, step, config.copy_drills), "copy drills"
                 shape = (drill_row_len(step, config.copy_drills), DRILL_ROWS)
             else:
-                batch = step_batch(demos, step - config.copy_drills, config, digit_ids, slipped, task_slips)
+                batch = step_batch(demos, step - config.copy_drills, config, digit_ids, slipped)
                 phase = "warm start"
                 shape = (row_len, micro_batch_rows)
             trained = sum(sum(t.loss_mask[1:]) for t in batch)

@@ -85,13 +85,14 @@ def test_slipped_demonstrations_are_drawn_at_their_rates_and_reproducibly() -> N
     """Each draw of a task shows its slip with the configured chance, drawn anew per step (so the policy learns
     how often to slip, not which task to slip on), and a resumed warm start draws the same."""
     demos = [dataclasses.replace(DEMOS[0], task_id=f"t{i}") for i in range(8)]
-    wrong = {f"t{i}": {Slip.STOP_EARLY: dataclasses.replace(demos[i], group_id="slipped")} for i in range(8)}
-    admits = {f"t{i}": [Slip.SKIP_VERIFICATION, Slip.STOP_EARLY] for i in range(8)}
+    wrong = {f"t{i}": {Slip.SKIP_VERIFICATION: dataclasses.replace(demos[i], group_id="unverified"),
+                       Slip.STOP_EARLY: dataclasses.replace(demos[i], group_id="slipped")} for i in range(8)}
     config = WarmStartConfig(episodes_per_step=8, slips={"stop_early": 0.3})
-    draws = [step_batch(demos, step, config, slipped=wrong, task_slips=admits) for step in range(200)]
+    draws = [step_batch(demos, step, config, slipped=wrong) for step in range(200)]
     share = np.mean([d.group_id == "slipped" for batch in draws for d in batch])
-    assert 0.25 < share < 0.35  # skip_verification has rate 0 and precedes it: no effect on the draw
-    assert draws[7] == step_batch(demos, 7, config, slipped=wrong, task_slips=admits)
+    assert 0.25 < share < 0.35  # skip_verification has rate 0 and precedes it: never drawn, no effect on the draw
+    assert not any(d.group_id == "unverified" for batch in draws for d in batch)
+    assert draws[7] == step_batch(demos, 7, config, slipped=wrong)
     assert {d.task_id for batch in draws for d in batch if d.group_id == "slipped"} == {f"t{i}" for i in range(8)}
     with pytest.raises(ValueError, match="slipped demonstrations"):
         step_batch(demos, 0, config)
