@@ -70,6 +70,9 @@ class RunSection(Section):
 class TasksSection(Section):
     selected: str | None = None  # selected.yaml from `python -m rollout.select`; None: every train-split task
     domains: list[str] | None = None  # built-in domains to draw from; None: all
+    # train-split templates to draw from (None: all of the domains'); warm start, selection, GRPO and the
+    # held-out instances see only these; the heldout split's templates are not filtered
+    templates: list[str] | None = None
     seed: int = 0  # shuffling of the task stream
     prompt: PromptStyle = "full"  # how built-in domains instruct the agent (envs.session.PromptStyle)
 

@@ -49,8 +49,24 @@ from tbjax.train_step import GRPOTrainer, TrainState
 log = logging.getLogger(__name__)
 
 
+def train_split_tasks(config: TrainConfig) -> list[Task]:
+    """The train split's tasks of `tasks.domains` and `tasks.templates` (None: all), benchmark tasks left out;
+    a template name that is no train-split template of those domains is an error."""
+    t = config.tasks
+    tasks = [task for task in load_tasks(split="train") if (t.domains is None or task.domain in t.domains)
+             and not is_benchmark_task(task.id)]
+    if t.templates is not None:
+        known = {task.template for task in tasks}
+        unknown = sorted(set(t.templates) - known)
+        if unknown:
+            raise ConfigError(f"tasks.templates names {unknown}, not train-split templates of the domains "
+                              f"{t.domains or 'all'}; choose from {sorted(known)}")
+        tasks = [task for task in tasks if task.template in t.templates]
+    return tasks
+
+
 def training_tasks(config: TrainConfig) -> list[Task]:
-    tasks = [t for t in load_tasks(split="train") if config.tasks.domains is None or t.domain in config.tasks.domains]
+    tasks = train_split_tasks(config)
     if config.tasks.selected:
         wanted = yaml.safe_load(Path(config.tasks.selected).read_text())
         wanted = wanted.get("tasks", wanted) if isinstance(wanted, dict) else wanted
@@ -58,7 +74,8 @@ def training_tasks(config: TrainConfig) -> list[Task]:
         missing = [i for i in wanted if i not in by_id]
         if missing:
             raise ConfigError(f"{config.tasks.selected} names {len(missing)} tasks that are not train-split tasks "
-                              f"of the configured domains (e.g. {missing[0]}); re-run rollout.select")
+                              f"of the configured domains and templates (e.g. {missing[0]}); re-run "
+                              "rollout.select")
         tasks = [by_id[i] for i in wanted]
     banned = [t.id for t in tasks if is_benchmark_task(t.id)]
     if banned:

@@ -42,7 +42,7 @@ from rollout.records import atomic_write, read_records
 from rollout.select import run_selection
 from tbjax.config import ConfigError, RunSection, TrainConfig
 from tbjax.engine import JaxEngine
-from tbjax.loop import run_training, session_opener, training_tasks
+from tbjax.loop import run_training, session_opener, train_split_tasks, training_tasks
 from tbjax.mesh_check import checked_mesh
 from tbjax.model_source import resolve_model_dir
 from tbjax.models import ModelConfig, Qwen, from_pretrained
@@ -75,9 +75,9 @@ class StageClock:
         atomic_write(self.path, json.dumps(self.seconds, indent=2))
 
 
-def task_pool(split: str, domains: list[str] | None) -> list[Task]:
-    """The built-in tasks of `split` in `domains` (None: all), ThinkingBox's benchmark left out."""
-    return [t for t in load_tasks(split=split) if (domains is None or t.domain in domains)
+def heldout_split_tasks(domains: list[str] | None) -> list[Task]:
+    """The heldout split's built-in tasks in `domains` (None: all), ThinkingBox's benchmark left out."""
+    return [t for t in load_tasks(split="heldout") if (domains is None or t.domain in domains)
             and not is_benchmark_task(t.id)]
 
 
@@ -102,10 +102,10 @@ def split_heldout(config: TrainConfig) -> tuple[list[Task], list[Task]]:
     heldout split (templates never trained on: new tools, new requests); `instances` holds out
     `evaluate.tasks` train-split tasks (new customers, ids and values of the trained templates), which then
     appear in no demonstration, selection or GRPO batch."""
-    domains, e = config.tasks.domains, config.evaluate
-    train = task_pool("train", domains)
+    e = config.evaluate
+    train = train_split_tasks(config)
     if e.heldout == "templates":
-        return train, sample_tasks(task_pool("heldout", domains), e.tasks, e.seed)
+        return train, sample_tasks(heldout_split_tasks(config.tasks.domains), e.tasks, e.seed)
     heldout = sample_tasks(train, e.tasks, e.seed)
     held = {t.id for t in heldout}
     return [t for t in train if t.id not in held], heldout
@@ -116,7 +116,7 @@ def heldout_templates(config: TrainConfig) -> list[Task]:
     e = config.evaluate
     if e.heldout != "instances" or not e.templates_tasks:
         return []
-    return sample_tasks(task_pool("heldout", config.tasks.domains), e.templates_tasks, e.seed)
+    return sample_tasks(heldout_split_tasks(config.tasks.domains), e.templates_tasks, e.seed)
 
 
 def without_heldout(tasks: list[Task], heldout: list[Task]) -> list[Task]:
