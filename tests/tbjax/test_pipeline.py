@@ -14,7 +14,7 @@ import transformers
 import yaml
 
 from rollout.plots import read_steps
-from tbjax.config import load_config
+from tbjax.config import ConfigError, load_config
 from tbjax.pipeline import STAGES, split_heldout
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,3 +113,13 @@ def test_grpo_never_draws_a_held_out_task_without_a_selection(tmp_path: Path) ->
     held = {json.loads(line)["task_id"] for line in (run_dir / "eval/base/trials.jsonl").read_text().splitlines()}
     assert len(held) == 4 and len(pool) > 100
     assert not pool & held
+    # the default config's tasks.templates bounds every stage: the pool holds those templates and no other
+    templates = set(load_config(None, []).tasks.templates)
+    assert {task_id.split("/")[1] for task_id in pool | held} <= templates
+    assert len({task_id.split("/")[1] for task_id in pool}) == len(templates)
+
+
+def test_an_unknown_template_is_refused_with_the_known_ones() -> None:
+    config = load_config(None, ["tasks.templates=[renew_loan,renew_lone]"])
+    with pytest.raises(ConfigError, match=r"\['renew_lone'\].*renew_loan"):
+        split_heldout(config)
