@@ -185,7 +185,14 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
         log.info("%d demonstrations are longer than a packed row (%d tokens): left out",
                  len(demos) - len(fitting), row_len)
     demos = fitting
-    if slipped is not None:  # a slip too long to train on stays in the draw, and draws the correct episode
+    if slipped is not None:
+        admitted = {slip.value for by_slip in slipped.values() for slip in by_slip}
+        idle = sorted(kind for kind, rate in config.slips.items() if rate > 0 and kind not in admitted)
+        if idle:
+            raise ValueError(f"warm_start.slips sets {idle}, which no warm-start task admits (no task of "
+                             f"tasks.domains and tasks.templates can show that mistake): drop them from "
+                             "warm_start.slips or add tasks that admit them")
+        # a slip too long to train on stays in the draw, and draws the correct episode
         slipped = {task: {slip: t if t is not None and len(t.token_ids) <= row_len else None
                           for slip, t in by_slip.items()} for task, by_slip in slipped.items()}
     if not demos:

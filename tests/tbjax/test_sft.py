@@ -98,6 +98,15 @@ def test_slipped_demonstrations_are_drawn_at_their_rates_and_reproducibly() -> N
         step_batch(demos, 0, config)
 
 
+def test_a_slip_no_task_admits_is_refused_before_training(tiny_dir, tmp_path) -> None:
+    path = tiny_dir("qwen3")
+    wrong = {DEMOS[0].task_id: {Slip.STOP_EARLY: DEMOS[0]}}
+    config = WarmStartConfig(steps=1, slips={"stop_early": 0.2, "bypass_approval": 0.25})
+    with pytest.raises(ValueError, match=r"\['bypass_approval'\], which no warm-start task admits"):
+        warm_start(from_pretrained(path), path, DEMOS, config, tmp_path, row_len=256, slipped=wrong)
+    assert not (tmp_path / "checkpoints").exists()
+
+
 @pytest.mark.parametrize(("slips", "error"), [({"stop_erly": 0.1}, "unknown slips"), ({"leak": 1.5}, r"\[0, 1\]"),
                                               ({"stop_early": 0.6, "bypass_approval": 0.5}, "add up to 1.10")])
 def test_bad_slip_rates_are_refused_by_name(slips, error) -> None:
