@@ -2,7 +2,13 @@
 
     python -m envs.serve --domain telecom [--task ID] [--transport stdio|streamable-http] [--port 8000]
 
-The server owns one sandbox for its lifetime: the domain template, or a task's initial state with --task.
+Every sandbox starts as the domain template, or as a task's initial state with --task.
+
+stdio serves one client, so the process owns one sandbox for its lifetime. Streamable HTTP serves many at once:
+each MCP session (one `Mcp-Session-Id`, from the client's initialize handshake to its DELETE or the idle timeout)
+gets a fresh sandbox of its own, dropped when the session ends, so no client reads, writes or rides on the
+identity checks of another (`envs.mcp_server.build_session_server`). The sessionless 2026-07-28 protocol is
+refused over HTTP; the SDK's `Client` then falls back to the handshake by itself.
 Streamable HTTP listens on 127.0.0.1 unless --host says otherwise.
 """
 
@@ -11,7 +17,7 @@ from __future__ import annotations
 import argparse
 
 from envs.loading import load_tasks
-from envs.mcp_server import build_server
+from envs.mcp_server import build_server, build_session_server
 from envs.registry import builtin_domains, get_domain
 
 
@@ -31,10 +37,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.task not in by_id:
             parser.error(f"no task {args.task!r} in domain {args.domain}; ids look like {next(iter(by_id))}")
         patch = by_id[args.task].initial_patch
-    server = build_server(domain, domain.new_sandbox(patch))
     if args.transport == "stdio":
-        server.run("stdio")
+        build_server(domain, domain.new_sandbox(patch)).run("stdio")
     else:
+        domain.new_sandbox(patch).close()  # build the template and apply the patch once: fail before listening
+        server = build_session_server(domain, lambda: domain.new_sandbox(patch))
         server.run("streamable-http", host=args.host, port=args.port)
 
 
