@@ -134,6 +134,9 @@ class UserSection(Section):
 # train.* settings that watch a run without changing its trajectory (left out of the fingerprint)
 WATCH_SETTINGS = ("mismatch_stats", "mismatch_alarm", "mismatch_alarm_metric", "mismatch_action", "refit_probe",
                   "refit_probe_tolerance")
+# train.* settings of how often a run is saved and how many saves it keeps (left out of the fingerprint: a resume
+# restores the state exactly whichever step it was saved at)
+SAVE_SETTINGS = ("checkpoint_every", "keep_checkpoints")
 
 
 class TrainSection(Section):
@@ -219,12 +222,16 @@ class TrainConfig(Section):
 
     def fingerprint(self) -> str:
         """A short hash of what determines the training trajectory (resume checks compare it): everything
-        but the run's bookkeeping (steps to run, resume mode), where things are kept (rollout placement, the
-        optimizer state's memory) and how the result is evaluated afterwards."""
+        but the run's bookkeeping (steps to run, resume mode, how often it is saved and how many saves it keeps,
+        the warm start's save interval, the run's name and directory, the coordinator's address and this
+        process's id), where things are kept (rollout placement, the optimizer state's memory), what watches it
+        and how the result is evaluated afterwards."""
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
-                                                      *WATCH_SETTINGS},
-                                            "rollout": {"placement"}, "evaluate": True})
+                                                      *WATCH_SETTINGS, *SAVE_SETTINGS},
+                                            "warm_start": {"checkpoint_every"},
+                                            "mesh": {"coordinator_address", "process_id"},
+                                            "rollout": {"placement"}, "run": True, "evaluate": True})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def to_yaml(self) -> str:

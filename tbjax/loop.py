@@ -243,13 +243,13 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     if config.grpo.uses_reference:  # the KL reference: the policy before any update, also when resuming
         trainer.keep_reference(state.params)
     iterator, step, draws = iter(dataset), 0, 0
-    latest = checkpointer.latest_step() if config.train.resume == "auto" else None
-    if latest is not None:
-        state, data_state, record = checkpointer.restore(latest, state, config.fingerprint(),
-                                                         config.train.allow_config_change)
-        iterator.set_state(data_state)
-        step, draws = int(record["step"]), int(record["draws"])
-        log.info("resumed from %s at step %d", config.run.directory / "checkpoints", step)
+    # the newest intact checkpoint (the checkpointer reports broken ones and the step resumed from)
+    restored = (checkpointer.restore_latest(state, config.fingerprint(), config.train.allow_config_change)
+                if config.train.resume == "auto" else None)
+    if restored is not None:
+        state = restored.state
+        iterator.set_state(restored.data)
+        step, draws = int(restored.record["step"]), int(restored.record["draws"])
     engine = _engine(config, trainer, state, step)
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None

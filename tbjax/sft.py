@@ -202,13 +202,13 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
     trainer = GRPOTrainer(model, MLE, optim, logprob_chunk=logprob_chunk)
     state = trainer.init_state(model)
     checkpointer = Checkpointer(out / "checkpoints", save_every=config.checkpoint_every, keep=1)
-    start = checkpointer.latest_step() or 0
+    restored = checkpointer.restore_latest(state, fingerprint=_fingerprint(config), allow_change=False)
+    start = restored.step if restored is not None else 0
     if start > total:
         raise ValueError(f"{out / 'checkpoints'} holds step {start}, past warm_start.copy_drills + steps = {total}: "
                          "use a new run directory (run.name) or the same or more steps")
-    if start:
-        state, _, _ = checkpointer.restore(start, state, fingerprint=_fingerprint(config), allow_change=False)
-        state = trainer.shard_state(state)
+    if restored is not None:
+        state = trainer.shard_state(restored.state)
     with _progress() as progress, (out / "metrics.jsonl").open("a") as metrics:
         bar = progress.add_task("warm start", total=total, completed=start)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
