@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 from rollout.engine import FinishReason, Generation, SamplingParams
 
@@ -29,10 +31,19 @@ class Request:
     def finish(self, reason: FinishReason) -> None:
         generation = Generation(tuple(self.output_ids), tuple(self.logprobs), reason, self.weight_version,
                                 len(self.input_ids), self.cached_tokens)
-        self.loop.call_soon_threadsafe(_resolve, self.future, generation)
+        self._deliver(_resolve, generation)
 
     def fail(self, error: BaseException) -> None:
-        self.loop.call_soon_threadsafe(_reject, self.future, error)
+        self._deliver(_reject, error)
+
+    def _deliver(self, settle: Callable[[asyncio.Future, Any], None], outcome: Any) -> None:
+        """Settles the future on its caller's loop. A caller whose loop has closed meanwhile (an in-process
+        `asyncio.run` that ended) is gone and nobody is left to tell; the worker must not die of it."""
+        try:
+            self.loop.call_soon_threadsafe(settle, self.future, outcome)
+        except RuntimeError:
+            if not self.loop.is_closed():
+                raise
 
 
 def _resolve(future: asyncio.Future, value: Generation) -> None:
