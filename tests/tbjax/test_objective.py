@@ -186,12 +186,12 @@ def test_kl_without_a_reference_is_an_error(tiny):
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["grpo.kl_estimator=k3"], "grpo.kl_estimator=k3 has no effect with grpo.kl_coef=0"),
+    (["grpo.kl_coef=0", "grpo.kl_estimator=k3"], "grpo.kl_estimator=k3 has no effect with grpo.kl_coef=0"),
     (["grpo.kl_coef=-0.1"], "grpo.kl_coef=-0.1 is negative"),
     (["train.ppo_epochs=0"], "train.ppo_epochs: Input should be greater than 0"),
     (["train.mini_batches=0"], "train.mini_batches: Input should be greater than 0"),
     (["train.mini_batches=9"], "train.mini_batches=9 exceeds groups.group_size=8"),
-    (["train.reference_placement=host"], "train.reference_placement=host places a KL reference"),
+    (["grpo.kl_coef=0", "train.reference_placement=host"], "train.reference_placement=host places a KL reference"),
     (["grpo.kl_coef=0.1", "rollout.engine=sglang", "rollout.placement=colocated"],
      "set train.reference_placement=host"),
 ])
