@@ -90,7 +90,8 @@ def update_shape(config: TrainConfig, trainer: GRPOTrainer) -> UpdateShape:
     rows_per_micro = config.train.micro_batch_rows * trainer.rows_multiple
     episodes = config.groups.groups * config.groups.group_size
     return UpdateShape(config.train.row_len, config.train.micro_batch_rows, math.ceil(episodes / rows_per_micro),
-                       config.train.logprob_chunk, trainer.rows_multiple, trainer.micro_batches_per_call)
+                       config.train.logprob_chunk, trainer.rows_multiple, trainer.micro_batches_per_call,
+                       len(trainer.added_logprob_arrays))
 
 
 def abstract_trainer(config: TrainConfig, cfg: ModelConfig, mesh: Mesh | AbstractMesh,

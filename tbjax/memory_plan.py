@@ -123,6 +123,9 @@ class UpdateShape:
     logprob_chunk: int
     batch_shards: int  # how many ways a micro-batch's rows split (the trainer's rows_multiple)
     micro_batches_per_call: int  # scanned by one `accumulate` call (train.micro_batches_per_call; 0: all)
+    # per-token log-prob arrays the update adds before its first step (old log-probs with several optimizer
+    # steps per batch, the reference's with a KL term)
+    logprob_arrays: int = 0
 
     @property
     def call_micro_batches(self) -> int:
@@ -161,8 +164,9 @@ def estimate_update(cfg: ModelConfig, spec: MeshSpec, rules: ShardingRules, stat
     attention, note = _attention(cfg, rows, seq, heads, c)
     logits = max(2 * tokens * min(shape.logprob_chunk, cfg.vocab_size) * 4, kept_logits_bytes(tokens, cfg.vocab_size))
     vocabulary = VOCAB_TABLE_COPIES * cfg.vocab_size * d * c + logits
-    # eight int32/float32 fields per token, and the head's int32 index of trained positions at its widest
-    batch = (len(FIELDS) + 1) * shape.call_micro_batches * rows * seq * 4
+    # eight int32/float32 fields per token, the added log-probs, and the head's int32 index of trained positions
+    # at its widest
+    batch = (len(FIELDS) + shape.logprob_arrays + 1) * shape.call_micro_batches * rows * seq * 4
     return MemoryPlan(
         params=param_bytes, optimizer=shard_bytes(state.opt_state), optimizer_on_host=optimizer_on_host,
         micro_gradient=param_elements * itemsize, accumulator=param_elements * 4,

@@ -164,6 +164,12 @@ class GRPOTrainer:
         """Optimizer steps per rollout batch."""
         return self.ppo_epochs * self.mini_batches
 
+    @property
+    def added_logprob_arrays(self) -> tuple[str, ...]:
+        """The per-token arrays `prepare` adds to every mini-batch before its first step."""
+        return (*((OLD_LOGPROBS,) if self.optimizer_steps > 1 else ()),
+                *((REF_LOGPROBS,) if self.loss.uses_reference else ()))
+
     # --------------------------------------------------------------- the KL reference
     def keep_reference(self, params: Params) -> None:
         """Keeps a copy of `params` (the policy at the start of training) as the KL reference: sharded like the
@@ -268,6 +274,8 @@ class GRPOTrainer:
         """The very programs `update` runs, lowered for one `accumulate` call's [micro_batches, rows, row_len]
         from abstract inputs (nothing allocated); `.compile()` gives their memory and cost analyses."""
         batch = {k: jax.ShapeDtypeStruct(batch_shape, FIELD_DTYPES[k], sharding=self.batch_sharding) for k in FIELDS}
+        batch.update({k: jax.ShapeDtypeStruct(batch_shape, np.float32, sharding=self.batch_sharding)
+                      for k in self.added_logprob_arrays})
         micro_batches, rows, row_len = batch_shape  # the head's widest case: every position trained
         shards = self.rows_multiple
         batch[HEAD_INDEX] = jax.ShapeDtypeStruct((micro_batches, shards, rows // shards * row_len), np.int32,

@@ -66,7 +66,7 @@ def test_cpu_3x8_target_compiles_the_update_and_decode_step_of_a_tiny_config(tmp
         "--config", str(REPO / "configs/tiny-cpu.yaml"), "--target", "cpu:3x8", "--mesh", "3x8", "--json",
         str(record), "model.path=/absent", TINY_ARCHITECTURE, "train.row_len=128", "train.micro_batch_rows=1",
         "groups.groups=2", "groups.group_size=4", "rollout.slots=24", "rollout.max_len=128",
-        "grpo.kl_coef=0"])  # the update's lowering has no reference log-probs yet (planning a KL run is open)
+        "train.reference_placement=host"])  # the KL reference waits in host memory: not resident
     out = capsys.readouterr().out
     assert code == 0, out
     assert "mesh data=3 x fsdp=8 x tensor=1" in out and "no budget on CPU" in out and "FLOPs per step" in out
