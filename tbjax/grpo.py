@@ -133,3 +133,20 @@ def kl_estimate(logprobs: jax.Array, ref_logprobs: jax.Array, estimator: KLEstim
         return logprobs - ref_logprobs
     log_ratio = ref_logprobs - logprobs
     return jnp.exp(log_ratio) - log_ratio - 1.0
+
+
+def step_metrics(sums: dict[str, np.ndarray], denominator: float) -> dict[str, float]:
+    """Sums over trained tokens -> the step's metrics."""
+    tokens = max(float(sums["tokens"]), 1.0)
+    return {
+        "loss": float(sums["loss"]) / max(denominator, 1e-12),
+        "grad_norm": float(sums["grad_norm"]),
+        "clip_fraction": float(sums["clipped"]) / tokens,
+        "tis_truncated_fraction": float(sums["tis_truncated"]) / tokens,
+        "tis_weight_mean": float(sums["tis_weight"]) / tokens,
+        "nll": float(sums["nll"]) / tokens,  # mean negative log-likelihood of the trained tokens
+        "entropy": float(sums["entropy"]) / tokens,
+        "logprob_gap": float(sums["logprob_gap"]) / tokens,
+        "kl": float(sums["kl"]) / tokens,
+        "trained_tokens": float(sums["tokens"]),
+    }

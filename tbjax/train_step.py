@@ -49,7 +49,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from tbjax.grpo import LossConfig, policy_loss_terms
+from tbjax.grpo import LossConfig, policy_loss_terms, step_metrics
 from tbjax.logprobs import trained_logprobs
 from tbjax.models import Qwen
 from tbjax.offload import HostOffload
@@ -228,7 +228,7 @@ class GRPOTrainer:
         grads, sums = self._accumulate_all(state.params, batch.arrays)
         state = TrainState(state.params, self._host_offload.to_device(opt_state), state.step)
         state, sums = self._apply(state, grads, sums, jnp.float32(batch.denominator))
-        return state, summarise(jax.device_get(sums), batch.denominator)
+        return state, step_metrics(jax.device_get(sums), batch.denominator)
 
     def logprobs(self, params: Params, batch: PackedBatch) -> jax.Array:
         """Per-token float32 log-probs of `batch`'s trained targets under `params`, [micro_batches, rows,
@@ -385,21 +385,3 @@ def _with_array(batch: PackedBatch, name: str, values: jax.Array) -> PackedBatch
 
 def _to_f32(tree: Params) -> Params:
     return jax.tree.map(lambda x: x.astype(jnp.float32), tree)
-
-def summarise(sums: dict[str, np.ndarray], denominator: float) -> dict[str, float]:
-    """Sums over trained tokens -> the step's metrics."""
-    tokens = max(float(sums["tokens"]), 1.0)
-    return {
-        "loss": float(sums["loss"]) / max(denominator, 1e-12),
-        "grad_norm": float(sums["grad_norm"]),
-        "clip_fraction": float(sums["clipped"]) / tokens,
-        "tis_truncated_fraction": float(sums["tis_truncated"]) / tokens,
-        "tis_weight_mean": float(sums["tis_weight"]) / tokens,
-        "nll": float(sums["nll"]) / tokens,  # mean negative log-likelihood of the trained tokens
-        "entropy": float(sums["entropy"]) / tokens,
-        "logprob_gap": float(sums["logprob_gap"]) / tokens,
-        "kl": float(sums["kl"]) / tokens,
-        "trained_tokens": float(sums["tokens"]),
-    }
-
-

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import numbers
 import random
 import threading
 from collections import deque
@@ -24,6 +23,7 @@ from flax import nnx
 from rollout.engine import EngineError, Generation, SamplingParams, TokenScores
 from rollout.engines.sglang import KV_CACHE, MEMORY_TAGS, WEIGHTS
 from tbjax.engine.device_step import bucket, decode, score, step
+from tbjax.engine.request_checks import refuse_unrunnable
 from tbjax.engine.requests import Request, Slot, SlotTable
 from tbjax.engine.sampling import RowSampling
 from tbjax.models import Qwen, from_pretrained
@@ -32,8 +32,6 @@ from tbjax.offload import HostOffload
 
 log = logging.getLogger(__name__)
 MIN_KV_BUCKET = 64
-INT32_MIN, INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class JaxEngine:
@@ -81,7 +79,7 @@ class JaxEngine:
         if len(input_ids) >= self.max_len - 1:
             raise ValueError(f"prompt of {len(input_ids)} tokens does not fit the engine's max_len {self.max_len}; "
                              "shorten the episode budget or start the engine with a larger max_len")
-        self._refuse_unrunnable(input_ids, sampling)
+        refuse_unrunnable(input_ids, sampling, self.config.vocab_size)
         loop = asyncio.get_running_loop()
         request = Request(list(input_ids), sampling, loop.create_future(), loop, session_id)
         with self._cond:
@@ -89,28 +87,6 @@ class JaxEngine:
             self._pending.append(request)
             self._cond.notify_all()
         return await request.future
-
-    def _refuse_unrunnable(self, input_ids: Sequence[int], sampling: SamplingParams) -> None:
-        """Refuses, on the caller's side, a request the worker could not build into its int32 and float32 rows
-        (that raised in the worker thread, which then failed every request in flight and served no more), or
-        whose result the model would silently change: token ids outside [0, vocab_size) (the embedding lookup
-        clamps them to another token; a stop id there never matches), a seed, budget or top-k that is not an
-        integer (within int32 where a row holds it), a sampling value that is not finite in float32 (NaN
-        log-probs). What passes cannot stop the worker, which serves every other request."""
-        vocab_size = self.config.vocab_size
-        for name, ids in (("input_ids", input_ids), ("stop_token_ids", sampling.stop_token_ids)):
-            if not _token_ids(ids, vocab_size):
-                raise ValueError(f"{name} must be a list of integer token ids in [0, {vocab_size}), the model's "
-                                 "vocabulary")
-        for name, value in (("max_new_tokens", sampling.max_new_tokens), ("top_k", sampling.top_k)):
-            if not (_integer(value) and INT32_MIN <= value <= INT32_MAX):
-                raise ValueError(f"{name} must be an integer within int32, got {value!r}")
-        if sampling.seed is not None and not _integer(sampling.seed):
-            raise ValueError(f"seed must be an integer or None, got {sampling.seed!r}")
-        for name in ("temperature", "top_p", "min_p"):
-            value = getattr(sampling, name)
-            if not isinstance(value, numbers.Real) or not abs(value) <= FLOAT32_MAX:  # False for NaN
-                raise ValueError(f"{name} must be a number, finite in float32, got {value!r}")
 
     async def update_weights(self, hf_dir: str, version: str) -> None:
         self._refuse_if_weights_released()
@@ -418,18 +394,3 @@ def _memory_tags(tags: Collection[str] | None) -> set[str]:
     if unknown:
         raise ValueError(f"unknown memory tags {sorted(unknown)}; known: {sorted(known)}")
     return set(tags)
-
-
-def _integer(value: object) -> bool:
-    """An integer of any width (Python's or NumPy's), not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _token_ids(ids: object, vocab_size: int) -> bool:
-    """Whether `ids` is a flat sequence of integer token ids in [0, vocab_size)."""
-    try:
-        array = np.asarray(ids)  # dtype kind "O" for ints past int64 or mixed types, "U" for a string
-    except ValueError:  # ragged
-        return False
-    return array.ndim == 1 and (array.size == 0 or array.dtype.kind in "iu" and 0 <= array.min()
-                                and array.max() < vocab_size)
