@@ -91,6 +91,7 @@ class GroupCounts:
 class Batch(Generic[T]):
     groups: list[Group[T]]  # informative groups in draw order, at most `groups`
     counts: GroupCounts
+    scored: list[Group[T]]  # every group that ran without system errors, kept or dropped, in draw order
     replaced_tasks: list[T]
 
 
@@ -116,6 +117,7 @@ class GroupScheduler(Generic[T]):
         limit = config.groups if config.max_replacements is None else config.max_replacements
         semaphore = asyncio.Semaphore(config.max_concurrency)
         kept: list[Group[T]] = []
+        scored: list[Group[T]] = []
         replaced: list[T] = []
         pending = self._draw(config.groups, counts)
         while pending:
@@ -125,10 +127,12 @@ class GroupScheduler(Generic[T]):
                 if group is None:
                     failed += 1
                     replaced.append(task)
-                elif group.informative:
-                    kept.append(group)
                 else:
-                    equal += 1
+                    scored.append(group)
+                    if group.informative:
+                        kept.append(group)
+                    else:
+                        equal += 1
             counts.replaced += failed
             counts.dropped_all_equal += equal
             if counts.replaced > limit:
@@ -144,7 +148,7 @@ class GroupScheduler(Generic[T]):
             counts.resampled += len(resamples)
             pending = replacements + resamples
         counts.informative = len(kept)
-        return Batch(kept, counts, replaced)
+        return Batch(kept, counts, scored, replaced)
 
     def _draw(self, n: int, counts: GroupCounts) -> list[tuple[int, T]]:
         drawn = []

@@ -18,6 +18,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from rollout.interpret.nesting import MAX_NESTING, nesting
+
 # the order in which a value that is not a declared string is tried
 _NON_STRING_TYPES = ("boolean", "integer", "number", "array", "object")
 _MAX_REF_DEPTH = 16  # $ref chains deeper than this (or cycles) count as untyped
@@ -98,7 +100,9 @@ def _parse(type_name: str, text: str) -> Any:
         return {"true": True, "false": False}.get(text.lower(), _NO_VALUE)
     try:
         value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # not JSON, a number past Python's digit limit, or nested too deep
+        return _NO_VALUE
+    if nesting(value) > MAX_NESTING:
         return _NO_VALUE
     accepted = {"integer": (int,), "number": (int, float), "array": (list,), "object": (dict,)}[type_name]
     if isinstance(value, bool) or not isinstance(value, accepted):

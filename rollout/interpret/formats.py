@@ -7,22 +7,27 @@ qwen3_xml (Qwen3-Coder, Qwen3.5):
 Hermes JSON is decoded as one JSON value, so strings inside it may contain any tag. A qwen3_xml value is the
 text between its tags minus the one newline the template writes on each side; it cannot contain
 "</parameter>" (the layout has no escaping), and its type comes from the tool's schema (see coerce.py).
-A block missing its closing tag is "unclosed" (usually a turn cut by the token cap).
+A block missing its closing tag is "unclosed" (usually a turn cut by the token cap). Output that would make a
+decoder raise (JSON nested past `MAX_NESTING` levels, a number past Python's digit limit) is a malformed call
+like any other, so no model output can stop an episode.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Literal
 
 from rollout.interpret.calls import MalformedCall, MalformedKind, RawCall
+from rollout.interpret.nesting import MAX_NESTING, nesting
 
 ToolCallFormat = Literal["hermes", "qwen3_xml"]
 TOOL_CALL_FORMATS: tuple[ToolCallFormat, ...] = ("hermes", "qwen3_xml")
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 FUNCTION_OPEN, FUNCTION_CLOSE = "<function=", "</function>"
 PARAMETER_OPEN, PARAMETER_CLOSE = "<parameter=", "</parameter>"
+_ENDS_A_CALL = (FUNCTION_CLOSE, CALL_CLOSE, CALL_OPEN)  # a parameter's value never holds these
 
 HERMES_LAYOUT = '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
 XML_LAYOUT = ("<tool_call>\n<function=<function-name>>\n<parameter=<argument-name>>\n<argument-value>\n"
@@ -84,6 +89,12 @@ def _parse_hermes(text: str, start: int, body: int) -> Parsed:
         value, pos = _DECODER.raw_decode(text, _skip_space(text, body))
     except json.JSONDecodeError as error:
         raise _Malformed(f"invalid JSON ({error.msg} at character {error.pos - body})") from None
+    except RecursionError:
+        raise _Malformed(f"the JSON nests deeper than {MAX_NESTING} levels") from None
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
+        raise _Malformed(f"a number has more than {sys.get_int_max_str_digits()} digits") from None
+    if nesting(value) > MAX_NESTING:
+        raise _Malformed(f"the JSON nests deeper than {MAX_NESTING} levels")
     end = _expect_close(text, pos)
     if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
         raise _Malformed('expected a JSON object with a "name" string')
@@ -118,8 +129,10 @@ def _parse_xml(text: str, start: int, body: int) -> Parsed:
             raise _Malformed(f"expected {PARAMETER_OPEN}NAME> or {FUNCTION_CLOSE} at {text[pos:pos + 20]!r}")
         key, pos = _tag_name(text, pos, PARAMETER_OPEN)
         close = text.find(PARAMETER_CLOSE, pos)
-        if close == -1:
-            raise _Malformed(f"parameter {key!r} has no {PARAMETER_CLOSE}")
+        cut = min((found for tag in _ENDS_A_CALL if (found := text.find(tag, pos, close)) != -1), default=-1)
+        if close == -1 or cut != -1:  # the value would swallow the end of its call (and the calls after it)
+            raise _Malformed(f"parameter {key!r} has no {PARAMETER_CLOSE} before "
+                             f"{text[cut:cut + 20] if cut != -1 else 'the end'!r}")
         if key.strip() in arguments:
             raise _Malformed(f"parameter {key!r} is given twice")
         arguments[key.strip()] = _unwrap(text[pos:close])

@@ -16,7 +16,8 @@ from rollout.interpret.calls import MalformedCall, RawCall, ToolCall
 from rollout.interpret.coerce import coerce_arguments
 
 _EMPTY_PARAMETERS: Mapping[str, Any] = {"type": "object", "properties": {}}
-_MAX_DETAIL = 300  # characters of a validation message sent back (it can quote a long value)
+_MAX_DETAIL = 300  # characters of a validation message sent back
+_MAX_QUOTE = 60  # characters of a quoted argument value in it
 _MAX_ERRORS = 3  # the most relevant problems, so the agent can fix several at once
 
 
@@ -64,6 +65,10 @@ class ToolCatalog:
 
 
 def _describe(error: exceptions.ValidationError) -> str:
+    """The problem, with a long quoted value shortened so that what is wrong with it still shows."""
+    message, quoted = error.message, repr(error.instance)
+    if len(quoted) > _MAX_QUOTE and message.startswith(quoted):
+        message = f"{quoted[:_MAX_QUOTE]}... ({len(quoted)} characters){message[len(quoted):]}"
     where = "/".join(str(part) for part in error.absolute_path)
-    problem = f"{where}: {error.message}" if where else error.message
+    problem = f"{where}: {message}" if where else message
     return problem if len(problem) <= _MAX_DETAIL else problem[:_MAX_DETAIL] + "..."

@@ -80,6 +80,8 @@ def test_group_failing_every_retry_is_replaced_and_reported():
 def test_all_equal_groups_are_dropped_and_resampled():
     result = batch(["pass1", "mixed1", "fail1", "mixed2", "mixed3"], Script(), groups=3)
     assert [g.task for g in result.groups] == ["mixed1", "mixed2", "mixed3"]
+    assert [(g.task, g.informative) for g in result.scored] == [  # what was run, dropped groups too
+        ("pass1", False), ("mixed1", True), ("fail1", False), ("mixed2", True), ("mixed3", True)]
     c = result.counts
     assert (c.dropped_all_equal, c.resampled, c.extra_rounds, c.tasks_drawn, c.source_exhausted) == (
         2, 2, 1, 5, False)
