@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -154,11 +154,14 @@ def usage_dict(record: TrialRecord) -> dict[str, int]:
 
 
 def atomic_write(path: str | Path, data: bytes | str) -> None:
-    """Write `data` to `path` so that readers see the old file or the whole new one, never a part."""
+    """Write `data` to `path` so that readers see the old file or the whole new one, never a part. The file
+    gets the permissions of any file made with open() (0666 less the umask: 0644 under umask 022), not
+    mkstemp's private 0600: reports, plots and records are read by people and tools other than the writer."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
@@ -166,7 +169,7 @@ def atomic_write(path: str | Path, data: bytes | str) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

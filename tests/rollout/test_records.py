@@ -1,6 +1,8 @@
 """Trial records: the public keys, validation, incremental append, resume and repair of a cut-off line."""
 
 import json
+import os
+import stat
 
 import pytest
 
@@ -80,3 +82,14 @@ def test_atomic_write_replaces_whole_files(tmp_path):
     atomic_write(target, "first")
     atomic_write(target, b"second")
     assert target.read_text() == "second" and [p.name for p in target.parent.iterdir()] == ["summary.json"]
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_atomic_write_gives_files_the_umask_permissions(tmp_path, umask, mode):
+    # mkstemp's 0600 made every report and plot unreadable to anyone but the writer
+    old = os.umask(umask)
+    try:
+        atomic_write(tmp_path / "report.md", "# report\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "report.md").stat().st_mode) == mode
