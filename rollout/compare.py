@@ -8,8 +8,10 @@ other), overall and per domain.
 
 DIR/compare.json: `a`, `b` (summaries as in summary.json), `delta` (b - a, same keys; null where either side
 is null), `ci` (95% bootstrap intervals of the score deltas, same keys as the scores; tokens and cost have
-deltas but no interval), `gained`, `lost`. DIR/compare.md: the headline table. DIR/domains.png: pass@1 per
-domain, a beside b (rollout.plots.compare_domains_png).
+deltas but no interval), `gained`, `lost`. DIR/compare.md: the headline scores and pass@1 per domain in
+percent, deltas in percentage points (rollout.compare_table), titled by the campaigns' names (--names, by
+default the directories holding the two files). DIR/domains.png: pass@1 per domain, a beside b
+(rollout.plots.compare_domains_png).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rollout.compare_table import comparison_markdown
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.summary import summarize
+from rollout.formats import pct, points
 from rollout.metrics import TaskCounts, paired_bootstrap_ci, per_task_scores, reported_ks
 from rollout.plots import compare_domains_png
 from rollout.records import TrialRecord, atomic_write, canonical_json, read_records, task_counts
@@ -98,38 +102,24 @@ def compare(a: Sequence[TrialRecord], b: Sequence[TrialRecord], *, prices: Price
     return result
 
 
-def markdown(result: dict[str, Any], names: tuple[str, str]) -> str:
-    a, b, d, ci = result["a"], result["b"], result["delta"], result["ci"]
-
-    def fmt(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.4f}"
-
-    def row(label: str, x: Any, y: Any, dx: Any, interval: Any) -> str:
-        span = "n/a" if interval is None else f"[{interval[0]:+.4f}, {interval[1]:+.4f}]"
-        return f"| {label} | {fmt(x)} | {fmt(y)} | {fmt(dx)} | {span} |"
-
-    lines = [f"# {names[1]} vs {names[0]}", "", f"Paired over {ci['tasks']} tasks scored in both.", "",
-             "| score | a | b | b - a | 95% bootstrap |", "|---|---|---|---|---|",
-             row("pass@1", a["pass@1"], b["pass@1"], d["pass@1"], ci["pass@1"])]
-    for key, interval in ci["pass@k"].items():
-        lines.append(row(f"pass@{key}", a["pass@k"].get(key), b["pass@k"].get(key), d["pass@k"].get(key), interval))
-    lines.append(row("observed k/k share", a["observed_k_of_k"]["share"], b["observed_k_of_k"]["share"],
-                     d["observed_k_of_k"]["share"], ci["observed_k_of_k"]["share"]))
-    lines += ["", f"Gained at k/k: {len(result['gained']['k_of_k'])}, lost: {len(result['lost']['k_of_k'])}; "
-              f"gained at pass@k: {len(result['gained']['pass_at_k'])}, lost: {len(result['lost']['pass_at_k'])}.",
-              ""]
-    return "\n".join(lines)
-
-
 def write_comparison(a: Path, b: Path, out: Path, *, names: tuple[str, str], prices: PriceTable | None = None,
                      resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Compares the trial records in files `a` and `b` and writes DIR/compare.json, compare.md and domains.png
     (campaigns labelled by `names`); returns compare.json's content."""
     result = compare(read_records(a), read_records(b), prices=prices, resamples=resamples, seed=seed)
     atomic_write(out / "compare.json", canonical_json(result))
-    atomic_write(out / "compare.md", markdown(result, names))
+    atomic_write(out / "compare.md", comparison_markdown(result, names))
     compare_domains_png(out / "compare.json", out / "domains.png", (f"a: {names[0]}", f"b: {names[1]}"))
     return result
+
+
+def campaign_names(a: Path, b: Path) -> tuple[str, str]:
+    """The campaigns' names for the report when none are given: the directories holding their trial files (a
+    campaign writes trials.jsonl into its own directory: eval/base/trials.jsonl is "base"; the file name,
+    the same for every campaign, names none), or the files' names less the suffix where both lie in one
+    directory (base.jsonl and trained.jsonl)."""
+    directories = a.resolve().parent.name, b.resolve().parent.name
+    return directories if directories[0] != directories[1] else (a.stem, b.stem)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -138,17 +128,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("a", type=Path, help="trial records of campaign A (e.g. the base policy)")
     p.add_argument("b", type=Path, help="trial records of campaign B (e.g. the trained policy)")
     p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--names", nargs=2, metavar=("A", "B"),
+                   help="the campaigns' names in compare.md and domains.png (default: their directories' names)")
     p.add_argument("--prices", type=Path, help="price table YAML (default configs/prices.yaml)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (same seed, same intervals)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        result = write_comparison(args.a, args.b, args.out, names=(args.a.name, args.b.name),
+        names = (args.names[0], args.names[1]) if args.names else campaign_names(args.a, args.b)
+        result = write_comparison(args.a, args.b, args.out, names=names,
                                   prices=load_prices(args.prices), resamples=args.resamples, seed=args.seed)
     except ValueError as error:
         log.error("%s", error)
         return 2
-    log.info("pass@1 %s -> %s; written to %s", result["a"]["pass@1"], result["b"]["pass@1"], args.out)
+    log.info("pass@1 %s -> %s (%s); written to %s", pct(result["a"]["pass@1"]), pct(result["b"]["pass@1"]),
+             points(result["delta"]["pass@1"]), args.out)
     return 0
 
 

@@ -1,6 +1,7 @@
 """`python -m rollout.compare`: the seed's base-vs-trained deltas, bootstrap intervals, tasks gained and lost."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,12 @@ from tests.rollout.campaign_support import records, success_counts
 def write(path, recs):
     path.write_text("".join(r.model_dump_json() + "\n" for r in recs))
     return path
+
+
+def campaign(directory, per_task):
+    """A campaign's trials.jsonl in its own directory, as rollout.evaluate writes it (4 trials per task)."""
+    directory.mkdir(parents=True)
+    return write(directory / "trials.jsonl", records(per_task, 4))
 
 
 def test_seed_base_vs_trained(tmp_path):
@@ -51,3 +58,26 @@ def test_only_tasks_scored_in_both_are_paired():
     result = compare.compare(a, b, resamples=100)
     assert result["ci"]["tasks"] == 2
     assert result["gained"]["k_of_k"] == ["t0001"]
+
+
+def test_compare_md_reads_in_percent_under_the_campaigns_names(tmp_path):
+    # compare.md said "# trials.jsonl vs trials.jsonl", gave shares as "0.5570" and listed pass@1 twice
+    base = campaign(tmp_path / "eval" / "base", [4, 0, 2, 1, 3, 0, 4, 2, 1, 0])
+    trained = campaign(tmp_path / "eval" / "trained", [4, 2, 4, 1, 3, 1, 4, 4, 2, 0])
+    assert compare.main([str(base), str(trained), "--out", str(tmp_path / "cmp"), "--resamples", "50"]) == 0
+    report = (tmp_path / "cmp" / "compare.md").read_text()
+    assert report.startswith("# trained vs base\n") and "trials.jsonl" not in report
+    assert "| score | base | trained | delta | 95% bootstrap |" in report
+    assert report.count("| pass@1 |") == 1 and "| pass@4 |" in report
+    assert "| pass@1 | 42.5% | 62.5% | +20.0 pts | [" in report
+    assert "| observed 4/4 | 2 (20.0%) | 4 (40.0%) | +20.0 pts |" in report
+    assert "| retail | " in report and "0.4250" not in report
+    assert compare.main([str(base), str(trained), "--out", str(tmp_path / "named"), "--resamples", "50",
+                         "--names", "sft", "grpo"]) == 0
+    assert (tmp_path / "named" / "compare.md").read_text().startswith("# grpo vs sft\n")
+
+
+def test_campaigns_in_one_directory_are_named_by_their_files():
+    assert compare.campaign_names(Path("runs/x/base.jsonl"), Path("runs/x/trained.jsonl")) == ("base", "trained")
+    assert compare.campaign_names(Path("eval/base/trials.jsonl"), Path("eval/trained/trials.jsonl")) == (
+        "base", "trained")

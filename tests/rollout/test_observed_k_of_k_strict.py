@@ -49,4 +49,4 @@ def test_comparison_gains_a_task_only_when_it_is_observed_k_of_k_strictly(tmp_pa
     assert result["a"]["observed_k_of_k"]["count"] == 1 and result["b"]["observed_k_of_k"]["count"] == 2
     assert result["delta"]["observed_k_of_k"]["share"] == 1 / 3
     assert result["a"]["all_clean_trials_passed"]["count"] == result["b"]["all_clean_trials_passed"]["count"] == 2
-    assert "| observed k/k share | 0.3333 | 0.6667 | 0.3333 |" in (out / "compare.md").read_text()
+    assert "| observed 4/4 | 1 (33.3%) | 2 (66.7%) | +33.3 pts |" in (out / "compare.md").read_text()
