@@ -1,41 +1,49 @@
-"""A small client for OpenAI-compatible chat completions, shared by the LLM user and the LLM judge.
+"""A small client for OpenAI-compatible chat completions, shared by the LLM user, the LLM judge and the API
+agent of `rollout.evaluation.chat`.
 
-Transient failures (connection errors, timeouts, HTTP 429 and 5xx) are retried with exponential backoff;
-anything still failing becomes a typed `EndpointError`/`EndpointTimeout`, which the trainer treats as a
-system error rather than the agent's failure. The API key is read from the environment variable *named* in
-the config, once, when the client is built (the edge), never deep inside a call.
+Requests are timed out and retried by `envs.http_retry` (429 and 5xx, Retry-After honoured, jittered
+backoff, a total retry budget); anything still failing becomes a typed `EndpointError`/`EndpointTimeout`,
+which the trainer treats as a system error rather than the agent's failure. The API key is read from the
+environment variable *named* in the config, once, when the client is built (the edge), never deep inside a
+call.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
+import random
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from envs.errors import ConfigError, EndpointError, EndpointTimeout
+from envs.errors import ConfigError, EndpointError
+from envs.http_retry import BODY_EXCERPT, RetryPolicy, post_with_retries
 
 Message = dict[str, str]
 
 
-class ChatEndpointConfig(BaseModel):
+class ChatEndpointConfig(RetryPolicy):
+    """Where the endpoint is, and (inherited) how its requests are timed out and retried."""
+
     base_url: str = Field(description="e.g. http://127.0.0.1:8000/v1 (the /chat/completions path is appended)")
     model: str
     api_key_env: str | None = Field(default=None, description="NAME of the env var holding the key, if any")
-    timeout_s: float = 60.0
-    max_retries: int = 3
-    backoff_s: float = 1.0  # first retry delay; doubles each retry
 
 
 class ChatClient:
+    """POSTs /chat/completions to one endpoint; `rng` draws the retry jitter (default: seeded by the OS, so
+    clients in different processes do not retry in step)."""
+
     def __init__(self, config: ChatEndpointConfig, api_key: str | None = None,
-                 http: httpx.AsyncClient | None = None) -> None:
+                 rng: random.Random | None = None) -> None:
         self.config = config
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = http or httpx.AsyncClient(timeout=config.timeout_s, headers=headers)
+        # No httpx timeout: each attempt's deadline (config.timeout_s) is enforced around the whole request.
+        self._http = httpx.AsyncClient(timeout=None, headers=headers)
+        self._rng = rng or random.Random()
+        self._url = config.base_url.rstrip("/") + "/chat/completions"
 
     @classmethod
     def from_config(cls, config: ChatEndpointConfig, environ: Mapping[str, str] = os.environ) -> ChatClient:
@@ -49,47 +57,31 @@ class ChatClient:
                 )
         return cls(config, api_key)
 
+    async def completion(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The whole response to `body` (the configured model added), with choices[0].message an object."""
+        response = await post_with_retries(self._http, self._url, {"model": self.config.model, **body},
+                                           self.config, self._rng)
+        try:
+            answer = response.json()
+            message = answer["choices"][0]["message"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise EndpointError(f"{self._url} returned no choices[0].message: {response.text[:BODY_EXCERPT]}",
+                                kind="endpoint_protocol") from exc
+        if not isinstance(message, dict):
+            raise EndpointError(f"{self._url} returned a non-object choices[0].message: {message!r}",
+                                kind="endpoint_protocol")
+        return answer
+
     async def complete(self, messages: list[Message], *, temperature: float, max_tokens: int = 1024,
                        stop: list[str] | None = None) -> str:
         """The assistant text of one chat completion."""
-        body: dict[str, Any] = {"model": self.config.model, "messages": messages,
-                                "temperature": temperature, "max_tokens": max_tokens}
+        body: dict[str, Any] = {"messages": messages, "temperature": temperature, "max_tokens": max_tokens}
         if stop:
             body["stop"] = stop
-        url = self.config.base_url.rstrip("/") + "/chat/completions"
-        last: Exception | None = None
-        for attempt in range(self.config.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(self.config.backoff_s * 2 ** (attempt - 1))
-            try:
-                response = await self._http.post(url, json=body)
-            except httpx.TimeoutException as exc:
-                last = exc
-                continue
-            except httpx.TransportError as exc:
-                last = exc
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                last = EndpointError(f"{url} answered HTTP {response.status_code}: {response.text[:200]}")
-                continue
-            if response.status_code != 200:
-                raise EndpointError(f"{url} answered HTTP {response.status_code}: {response.text[:200]}")
-            return _assistant_text(url, response)
-        attempts = self.config.max_retries + 1
-        if isinstance(last, httpx.TimeoutException):
-            raise EndpointTimeout(f"{url} timed out after {self.config.timeout_s}s on {attempts} attempts")
-        raise EndpointError(f"{url} failed on {attempts} attempts: {last}")
+        content = (await self.completion(body))["choices"][0]["message"].get("content")
+        if not isinstance(content, str):
+            raise EndpointError(f"{self._url} returned non-text content: {content!r}", kind="endpoint_protocol")
+        return content
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-
-def _assistant_text(url: str, response: httpx.Response) -> str:
-    try:
-        content = response.json()["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise EndpointError(f"{url} returned no choices[0].message.content: {response.text[:200]}",
-                            kind="endpoint_protocol") from exc
-    if not isinstance(content, str):
-        raise EndpointError(f"{url} returned non-text content: {content!r}", kind="endpoint_protocol")
-    return content

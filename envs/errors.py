@@ -27,7 +27,8 @@ class EnvSystemError(Exception):
 
 
 class EndpointError(EnvSystemError):
-    """An OpenAI-compatible endpoint (user simulator or judge) failed after all retries."""
+    """An OpenAI-compatible endpoint (user simulator or judge) failed after all retries (envs.http_retry),
+    refused the request (kind "endpoint_rejected") or answered out of protocol ("endpoint_protocol")."""
 
     kind = "endpoint"
 

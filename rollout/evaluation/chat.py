@@ -21,9 +21,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
 from envs import EnvSystemError, Task, open_session
+from envs.chat_endpoint import ChatClient, ChatEndpointConfig
+from envs.errors import ConfigError, EndpointError
 from rollout.episode import EpisodeConfig, SessionOpener
 from rollout.evaluation.runner import TrialRunner, verdict_lines
 from rollout.failures import INFRASTRUCTURE_ERRORS, closes_on_error, system_error_kind
@@ -34,13 +34,8 @@ from rollout.records import TrialRecord, Usage
 
 @dataclasses.dataclass(frozen=True)
 class ChatAgentConfig:
-    base_url: str  # e.g. https://api.example.com/v1 (/chat/completions is appended)
-    model: str
-    api_key_env: str | None = None  # NAME of the environment variable holding the key
+    endpoint: ChatEndpointConfig  # the API, its key's variable, its timeout and retries (envs.http_retry)
     episode: EpisodeConfig = EpisodeConfig()
-    timeout_s: float = 300.0
-    max_retries: int = 3
-    backoff_s: float = 1.0  # first retry delay; doubles each retry
 
 
 class AgentEndpointError(EnvSystemError):
@@ -52,52 +47,30 @@ class AgentEndpointError(EnvSystemError):
 class ChatAgent:
     """The API model behind an OpenAI-compatible /chat/completions, called with the session's tools."""
 
-    def __init__(self, config: ChatAgentConfig, api_key: str | None = None) -> None:
+    def __init__(self, config: ChatAgentConfig, client: ChatClient) -> None:
         self.config = config
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(timeout=config.timeout_s, headers=headers)
+        self._client = client
 
     @classmethod
     def from_config(cls, config: ChatAgentConfig, environ: Mapping[str, str] = os.environ) -> ChatAgent:
-        key = environ.get(config.api_key_env) if config.api_key_env else None
-        if config.api_key_env and not key:
-            raise SystemExit(f"environment variable {config.api_key_env} (--api-key-env) is not set; export it, "
-                             "or leave out --api-key-env for an endpoint without a key")
-        return cls(config, key)
+        try:
+            return cls(config, ChatClient.from_config(config.endpoint, environ))
+        except ConfigError as error:  # a command-line run: the message, not a traceback
+            raise SystemExit(str(error)) from error
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
-        """One completion: the whole response body. Connection errors, timeouts, 429 and 5xx are retried
-        with exponential backoff; what still fails raises AgentEndpointError."""
-        c = self.config
-        body = {"model": c.model, "messages": messages, "tools": tools, "temperature": c.episode.temperature,
-                "top_p": c.episode.top_p, "max_tokens": c.episode.max_tokens_per_turn}
-        url = c.base_url.rstrip("/") + "/chat/completions"
-        error = "no attempt"
-        for attempt in range(c.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(c.backoff_s * 2 ** (attempt - 1))
-            try:
-                response = await self._http.post(url, json=body)
-            except httpx.TransportError as exc:  # timeouts included
-                error = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                error = f"HTTP {response.status_code}: {response.text[:200]}"
-                continue
-            if response.status_code != 200:
-                raise AgentEndpointError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
-            try:
-                answer = response.json()
-                if not isinstance(answer["choices"][0]["message"], dict):
-                    raise TypeError("message is not an object")
-            except (ValueError, KeyError, IndexError, TypeError) as exc:
-                raise AgentEndpointError(f"{url} answered without choices[0].message: {response.text[:200]}") \
-                    from exc
-            return answer
-        raise AgentEndpointError(f"{url} failed on {c.max_retries + 1} attempts, last: {error}")
+        """One completion: the whole response body. What still fails after the endpoint's retries raises
+        AgentEndpointError (the agent's API, told apart from the user simulator's and the judge's)."""
+        e = self.config.episode
+        body = {"messages": messages, "tools": tools, "temperature": e.temperature, "top_p": e.top_p,
+                "max_tokens": e.max_tokens_per_turn}
+        try:
+            return await self._client.completion(body)
+        except EndpointError as error:
+            raise AgentEndpointError(str(error)) from error
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._client.aclose()
 
 
 def _add_usage(usage: Usage, reported: dict[str, Any] | None) -> None:
@@ -191,7 +164,7 @@ def chat_trial_runner(agent: ChatAgent, *, opener: SessionOpener | None = None,
         return TrialRecord(
             task_id=task.id, domain=task.domain, trial=index, passed=bool(verdict.passed) if scored else None,
             system_error=None if scored else (error or "grader"), termination=termination if scored else "system_error",
-            turns=state["turns"], usage=usage, model=model_name or config.model, weight_version=None,
+            turns=state["turns"], usage=usage, model=model_name or config.endpoint.model, weight_version=None,
             seconds=round(time.perf_counter() - start, 3), diff=verdict_lines(verdict) if scored else [],
             outcome=verdict.outcome if scored else None)
 

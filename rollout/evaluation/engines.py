@@ -29,6 +29,8 @@ from rollout.evaluation.runner import TrialRunner, token_trial_runner
 from rollout.interpret import Interpreter
 from rollout.launch_sglang import LaunchConfig, Supervisor, start_supervised
 
+AGENT_TIMEOUT_S = 300.0  # one turn of an API model, which may reason for minutes before it answers
+
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("engine")
@@ -104,8 +106,9 @@ async def trial_runner_from_flags(args: argparse.Namespace, opener: SessionOpene
     if args.engine == "openai":
         if not (args.base_url and args.model):
             raise SystemExit("--engine openai needs --base-url and --model (and --api-key-env if it needs a key)")
-        agent = ChatAgent.from_config(ChatAgentConfig(base_url=args.base_url, model=args.model,
-                                                      api_key_env=args.api_key_env, episode=config))
+        endpoint = ChatEndpointConfig(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env,
+                                      timeout_s=AGENT_TIMEOUT_S)
+        agent = ChatAgent.from_config(ChatAgentConfig(endpoint=endpoint, episode=config))
         try:
             yield chat_trial_runner(agent, opener=opener, model_name=name)
         finally:

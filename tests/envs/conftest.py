@@ -33,12 +33,14 @@ def first_task(tasks: list[Task], template: str) -> Task:
 
 @dataclass
 class Canned:
-    """One canned reply: HTTP status and assistant text (or a raw body), optionally after a delay."""
+    """One canned reply: HTTP status and assistant text (or a raw body), optionally after a delay and with
+    extra headers (e.g. Retry-After)."""
 
     text: str = ""
     status: int = 200
     delay_s: float = 0.0
     raw_body: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -48,6 +50,7 @@ class FakeOpenAI:
     replies: list[Canned] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # time.monotonic() of each request
     base_url: str = ""
 
     def queue(self, *replies: Canned) -> None:
@@ -57,6 +60,7 @@ class FakeOpenAI:
 def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            fake.arrivals.append(time.monotonic())
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             fake.requests.append(body)
             fake.headers.append(dict(self.headers))
@@ -67,6 +71,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             try:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(payload.encode())
             except (BrokenPipeError, ConnectionResetError):
