@@ -17,6 +17,7 @@ from rich.filesize import decimal
 from rich.markup import escape
 from rich.table import Table
 
+from rollout.formats import count
 from tbjax.aot import (
     CompiledStep,
     CompiledUpdate,
@@ -57,7 +58,7 @@ def plan_and_report(args: argparse.Namespace, target: Target) -> int:
         return 2
     rules = ShardingRules()
     console.rule(f"tbjax.compile: {args.config or 'default config'} on {target.describe()}")
-    console.print(f"model: {cfg.model_type}, {cfg.num_params() / 1e9:.3g}B parameters, {cfg.num_layers} layers, "
+    console.print(f"model: {cfg.model_type}, {count(cfg.num_params())} parameters, {cfg.num_layers} layers, "
                   f"hidden {cfg.hidden_size}; {cfg.runtime.param_dtype} parameters, remat {cfg.runtime.remat}, "
                   f"attention {cfg.runtime.attention_impl}; mesh {spec.describe()}")
     trainer = abstract_trainer(config, cfg, mesh, rules)

@@ -18,6 +18,7 @@ from rich.filesize import decimal
 from rich.markup import escape
 from rich.table import Table
 
+from rollout.formats import count
 from tbjax.aot import abstract_trainer, update_shape
 from tbjax.checkpoint import ResumeError
 from tbjax.colocate import configure_xla_memory
@@ -57,7 +58,7 @@ def print_plan(config: TrainConfig, model_config: ModelConfig) -> None:
     plan = estimate_update(model_config, spec, rules, trainer.state_shapes(), update_shape(config, trainer),
                            trainer.offload_optimizer)
     console.print(config.to_yaml())
-    console.print(f"model: {model_config.model_type}, {model_config.num_params() / 1e9:.2f}B parameters")
+    console.print(f"model: {model_config.model_type}, {count(model_config.num_params())} parameters")
     optimizer = "in host memory" if plan.optimizer_on_host else decimal(plan.optimizer)
     console.print(f"mesh {spec.describe()}, per device (estimate): backward pass: parameters {decimal(plan.params)} "
                   f"+ optimizer state {optimizer} + gradients {decimal(plan.gradients)} + activations "
@@ -72,7 +73,7 @@ def summarise(model: Qwen, config: TrainConfig) -> Table:
     rows = {
         "architecture": f"{cfg.model_type}, {cfg.num_layers} layers, hidden {cfg.hidden_size}, "
                         f"{cfg.num_heads} heads / {cfg.num_kv_heads} kv x {cfg.head_dim}",
-        "parameters": f"{cfg.num_params():,}",
+        "parameters": f"{count(cfg.num_params())} ({cfg.num_params():,})",
         "experts": f"{cfg.num_experts} (top {cfg.num_experts_per_tok})" if cfg.num_experts else "dense",
         "dtypes": f"params {cfg.runtime.param_dtype}, compute {cfg.runtime.compute_dtype}",
         "runtime": f"attention {cfg.runtime.attention_impl}, remat {cfg.runtime.remat}, "

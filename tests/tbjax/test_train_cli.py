@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 import transformers
+from rich.console import Console
 
+from tbjax import train
 from tbjax.config import ConfigError, load_config
+from tbjax.models import ModelConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +51,7 @@ def test_reference_config_dry_run_plans_27b_on_3x8(tmp_path):
     result = run("--config", config, "--mesh", "3x8", "--dry-run", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     out = " ".join(result.stdout.split())
-    assert "27.23B parameters" in out and "learning_rate: 1.0e-06" in out and "groups: 18" in out
+    assert "27.2B parameters" in out and "learning_rate: 1.0e-06" in out and "groups: 18" in out
     assert "data=3 x fsdp=1 x tensor=8" in out  # the config's layout: replicas across hosts, tensor inside
     assert ("backward pass: parameters 6.8 GB + optimizer state in host memory + gradients 20.4 GB + activations "
             "28.2 GB = 55.4 GB; AdamW apply: parameters + optimizer state 27.2 GB + gradient accumulator = 47.7 GB; "
@@ -77,3 +80,11 @@ def test_overrides_are_typed_and_change_the_fingerprint():
     changed = load_config(overrides=["model.scan_layers=true", "mesh.layout=[fsdp, tensor]"])
     assert changed.model.scan_layers is True and changed.mesh.layout == ["fsdp", "tensor"]
     assert changed.fingerprint() != base.fingerprint()
+
+
+def test_the_plan_gives_the_tiny_models_size_in_thousands(tiny_dir, monkeypatch):
+    # it said "0.00B parameters" (and tbjax.compile "0.000492B")
+    recorder = Console(record=True, width=200)
+    monkeypatch.setattr(train, "console", recorder)
+    train.print_plan(load_config(), ModelConfig.from_pretrained(tiny_dir("qwen3")))
+    assert "model: qwen3, 492.0K parameters" in recorder.export_text()
