@@ -1,12 +1,15 @@
 """Plots of a training run and of a before/after comparison, from the files those steps already write.
 
 - `learning_curves_png(run/metrics.jsonl, out)`: reward_mean and pass_rate per training step, with the steps
-  whose optimizer update was skipped (no informative group) marked, since a flat stretch of the curve means
-  something else there.
+  whose optimizer update was skipped (no informative group) shaded across the panel, since a flat stretch of
+  the curve means something else there; the shading spans the whole height, so it reads as no value
+  (a marker at 0 read as a 0% pass rate).
+- `warm_start_png(warm_start/metrics.jsonl, out, copy_drills)`: the warm start's loss (mean negative
+  log-likelihood of the trained tokens) per update, the copy drills shaded apart from the demonstrations.
 - `compare_domains_png(compare/compare.json, out)`: pass@1 per domain before (campaign a) and after (b),
   all domains pooled first, from `python -m rollout.compare`'s output.
 
-Both read only the files (no tbjax import: the trainer calls them after it wrote its metrics) and write the
+All read only the files (no tbjax import: the trainer calls them after it wrote its metrics) and write the
 PNG atomically; charts are rollout.evaluation.charts'.
 """
 
@@ -18,10 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from rollout.evaluation.charts import default_style, grouped_bars, label_axes, new_figure, outside_legend, write_png
 
+SKIPPED = "step skipped: no informative group, no update"
 CURVES = (("reward_mean", "reward mean (informative groups)"), ("pass_rate", "pass rate (scored episodes)"))
 
 
@@ -56,23 +61,50 @@ def learning_curves_png(metrics_jsonl: Path, out: Path) -> Path:
     return write_png(out, learning_curves_figure(read_steps(metrics_jsonl)))
 
 
+def _curve(axes: Axes, rows: Sequence[dict[str, Any]], key: str) -> None:
+    """The metric `key` of `rows` over their steps, one line labelled `key` (dots on the points while they
+    are few enough to tell apart); null values are gaps."""
+    axes.plot([row["step"] for row in rows], [_value(row, key) for row in rows], label=key,
+              marker="o" if len(rows) <= 100 else None, markersize=3)
+
+
 @default_style()
 def learning_curves_figure(rows: Sequence[dict[str, Any]]) -> Figure:
     """Two panels over training steps: reward_mean and pass_rate (fractions in [0, 1]); null values are gaps,
-    skipped optimizer steps are marked on both. `rows`: read_steps' result."""
-    steps = [row["step"] for row in rows]
+    steps whose optimizer update was skipped are shaded on both. `rows`: read_steps' result."""
     skipped = [row["step"] for row in rows if row.get("skipped")]
     figure = new_figure(8.0, 6.0)
     panels = figure.subplots(2, 1, sharex=True)
     for axes, (key, label) in zip(panels, CURVES, strict=True):
-        axes.plot(steps, [_value(row, key) for row in rows], marker="o", markersize=3, label=key)
-        if skipped:
-            axes.plot(skipped, [0.0] * len(skipped), linestyle="none", marker="x", color="C3",
-                      label="optimizer step skipped")
+        _curve(axes, rows, key)
+        for n, step in enumerate(skipped):  # one step wide, the panel's full height, one legend entry
+            axes.axvspan(step - 0.5, step + 0.5, color="0.85", linewidth=0, label=SKIPPED if n == 0 else None)
         axes.set_ylim(-0.05, 1.05)
         label_axes(axes, label, "training step" if axes is panels[-1] else "", key)
         outside_legend(axes)
     figure.suptitle(f"Learning curves ({len(rows)} steps)")
+    return figure
+
+
+def warm_start_png(metrics_jsonl: Path, out: Path, copy_drills: int = 0) -> Path:
+    """The warm start's metrics.jsonl (tbjax.sft) as its loss curve (warm_start_figure) in the PNG `out`;
+    returns `out`."""
+    return write_png(out, warm_start_figure(read_steps(metrics_jsonl), copy_drills))
+
+
+@default_style()
+def warm_start_figure(rows: Sequence[dict[str, Any]], copy_drills: int = 0) -> Figure:
+    """The loss per warm-start update (`nll`: mean negative log-likelihood of the trained tokens, log scale);
+    the first `copy_drills` updates, on copy drills rather than demonstrations, shaded. `rows`: read_steps'
+    result."""
+    figure = new_figure(8.0, 4.5)
+    axes = figure.add_subplot()
+    _curve(axes, rows, "nll")
+    if copy_drills:
+        axes.axvspan(0.5, copy_drills + 0.5, color="0.9", linewidth=0, label=f"copy drills (updates 1-{copy_drills})")
+    axes.set_yscale("log")
+    label_axes(axes, f"Warm start loss ({len(rows)} updates)", "update", "nll (nats per trained token)")
+    outside_legend(axes)
     return figure
 
 

@@ -11,7 +11,8 @@ second call after an interruption continues instead of redoing:
     eval/base/, eval/trained/   trials.jsonl, summary.json, report.md, plots (same tasks, same seeds)
     grpo/                  metrics.jsonl, checkpoints/, export/v{steps}   (the trained policy)
     compare/               compare.json, compare.md, domains.png
-    learning_curves.png, stages.json (wall time per stage), results.md (the table printed at the end)
+    learning_curves.png, warm_start_loss.png   the GRPO curves and the warm start's loss
+    stages.json (wall time per stage), results.md (the table printed at the end)
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from rollout.evaluate import evaluate
 from rollout.evaluation.runner import token_trial_runner
 from rollout.evaluation.selection import SelectionConfig
 from rollout.interpret import Interpreter
-from rollout.plots import learning_curves_png, read_steps
+from rollout.plots import learning_curves_png, read_steps, warm_start_png
 from rollout.records import atomic_write, read_records
 from rollout.select import run_selection
 from tbjax.config import ConfigError, RunSection, TrainConfig
@@ -185,6 +186,15 @@ def _compare(root: Path, split: str, config: TrainConfig) -> dict[str, Any]:
                             seed=config.evaluate.seed)
 
 
+def plot_training(root: Path, config: TrainConfig) -> None:
+    """learning_curves.png from GRPO's metrics and, where the run warm-started, warm_start_loss.png beside it
+    (the warm start's loss per update, its copy drills shaded)."""
+    learning_curves_png(root / "grpo" / "metrics.jsonl", root / "learning_curves.png")
+    warm_start_metrics = root / "warm_start" / "metrics.jsonl"
+    if warm_start_metrics.is_file():
+        warm_start_png(warm_start_metrics, root / "warm_start_loss.png", config.warm_start.copy_drills)
+
+
 def _write_ids(path: Path, ids: list[str]) -> str:
     atomic_write(path, yaml.safe_dump({"tasks": ids}, sort_keys=False))
     return str(path)
@@ -258,7 +268,7 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
                 trained.run(templates, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained_templates")
             trained.close()
     with stage("compare"):
-        learning_curves_png(root / "grpo" / "metrics.jsonl", root / "learning_curves.png")
+        plot_training(root, config)
         steps = read_steps(root / "grpo" / "metrics.jsonl")
         if not heldout:
             return {}

@@ -66,12 +66,18 @@ def grouped_bars(axes: Axes, categories: Sequence[str], series: Mapping[str, Seq
     outside_legend(axes)
 
 
-def count_bars(axes: Axes, categories: Sequence[str], counts: Sequence[int], kinds: Sequence[str]) -> None:
+def count_bars(axes: Axes, categories: Sequence[str], counts: Sequence[int], kinds: Sequence[str],
+               colours: Mapping[str, str] | None = None) -> None:
     """One bar per category annotated with its count, coloured by its kind (one legend entry per kind, in
-    first-seen order): e.g. kept and dropped selection bands, or tasks never, sometimes and always solved."""
-    for colour, kind in enumerate(dict.fromkeys(kinds)):
+    first-seen order): e.g. kept and dropped selection bands, or tasks never, sometimes and always solved.
+    `colours` fixes some kinds' colours (grey for what was not judged, so it reads as neither good nor bad);
+    the other kinds take the colour cycle in order."""
+    fixed = colours or {}
+    cycle = iter(f"C{n}" for n in range(len(kinds)))
+    for kind in dict.fromkeys(kinds):
         where = [i for i, k in enumerate(kinds) if k == kind]
-        bars = axes.bar(where, [counts[i] for i in where], 0.7, color=f"C{colour}", label=kind)
+        colour = fixed[kind] if kind in fixed else next(cycle)
+        bars = axes.bar(where, [counts[i] for i in where], 0.7, color=colour, label=kind)
         axes.bar_label(bars, fmt="{:d}", padding=2, fontsize=8)
     axes.set_xticks(range(len(categories)), categories)
     axes.yaxis.set_major_locator(MaxNLocator(integer=True))

@@ -17,6 +17,9 @@ from matplotlib.figure import Figure
 
 from rollout.evaluation.charts import count_bars, default_style, grouped_bars, label_axes, new_figure
 
+NOT_JUDGED = "too few clean runs"
+NEUTRAL = "0.6"  # grey: candidates not judged are neither kept (good) nor dropped
+
 
 @default_style()
 def domains_figure(summary: Mapping[str, Any]) -> Figure:
@@ -66,11 +69,11 @@ def bands_figure(per_band: Mapping[str, int], band_names: Sequence[str], band_ed
     kinds = ["kept" if name in keep else "dropped" for name in band_names]
     values = [per_band[name] for name in band_names]
     if per_band.get("too_few_clean_runs"):
-        ticks, kinds, values = [*ticks, "not judged"], [*kinds, "too few clean runs"], \
+        ticks, kinds, values = [*ticks, "not judged"], [*kinds, NOT_JUDGED], \
             [*values, per_band["too_few_clean_runs"]]
     figure = new_figure(max(6.0, 1.3 * len(ticks) + 1), 4.5)
     axes = figure.add_subplot()
-    count_bars(axes, ticks, values, kinds)
+    count_bars(axes, ticks, values, kinds, colours={NOT_JUDGED: NEUTRAL})
     label_axes(axes, f"Selection candidates per difficulty band ({sum(per_band.values())} tasks)",
                "band of the base policy's success rate (most Jeffreys posterior mass)", "tasks")
     return figure

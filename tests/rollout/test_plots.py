@@ -5,8 +5,10 @@ import json
 import math
 
 import pytest
+from matplotlib.colors import to_hex
 
 from rollout import compare, plots
+from rollout.evaluation.figures import bands_figure
 from tests.rollout.campaign_support import records
 from tests.rollout.chart_support import drawn, png_size
 from tests.rollout.test_compare import write
@@ -27,13 +29,17 @@ def test_learning_curves_from_metrics_lines(tmp_path):
     assert out == tmp_path / "curves.png" and min(png_size(out)) >= 400
     figure = plots.learning_curves_figure(plots.read_steps(path))
     reward, passing = figure.axes
-    (reward_line, reward_skips), (pass_line, _) = reward.get_lines(), passing.get_lines()
+    (reward_line,), (pass_line,) = reward.get_lines(), passing.get_lines()
     assert list(reward_line.get_xdata()) == [1, 2, 3]
     values = list(reward_line.get_ydata())
     assert values[0] == 0.25 and math.isnan(values[1]) and values[2] == 0.75  # null is a gap; last line wins
     assert list(pass_line.get_ydata())[1:] == [0.0, 0.6]
-    assert list(reward_skips.get_xdata()) == [2]
-    assert [t.get_text() for t in reward.get_legend().get_texts()] == ["reward_mean", "optimizer step skipped"]
+    for axes in (reward, passing):  # the skipped step 2 is a full-height band, not a mark at 0 (a 0% score)
+        (band,) = axes.patches
+        x0, y0, width, height = band.get_bbox().bounds
+        assert (x0, width) == (1.5, 1.0) and band.get_transform().contains_branch(axes.get_xaxis_transform())
+        assert (y0, height) == (0.0, 1.0)
+        assert [t.get_text() for t in axes.get_legend().get_texts()] == [axes.get_ylabel(), plots.SKIPPED]
     assert (reward.get_ylabel(), passing.get_ylabel(), passing.get_xlabel()) == ("reward_mean", "pass_rate",
                                                                                   "training step")
     assert "3 steps" in figure.get_suptitle()
@@ -47,6 +53,32 @@ def test_learning_curves_reject_a_file_without_steps(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):
         plots.learning_curves_png(path, tmp_path / "curves.png")
     assert not (tmp_path / "curves.png").exists()
+
+
+def test_warm_start_loss_curve_shades_the_copy_drills(tmp_path):
+    path = tmp_path / "warm_start" / "metrics.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps({"step": step, "nll": 8.0 / step, "grad_norm": 1.0}) + "\n"
+                            for step in range(1, 7)))
+    out = plots.warm_start_png(path, tmp_path / "warm_start_loss.png", copy_drills=2)
+    assert min(png_size(out)) >= 400
+    (axes,) = plots.warm_start_figure(plots.read_steps(path), copy_drills=2).axes
+    (line,) = axes.get_lines()
+    assert list(line.get_xdata()) == [1, 2, 3, 4, 5, 6] and line.get_ydata()[-1] == 8.0 / 6
+    (drills,) = axes.patches
+    assert drills.get_bbox().bounds[0::2] == (0.5, 2.0)  # updates 1 and 2
+    assert axes.get_yscale() == "log" and "nll" in axes.get_ylabel() and "6 updates" in axes.get_title()
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == ["nll", "copy drills (updates 1-2)"]
+
+
+def test_bands_chart_draws_candidates_not_judged_in_grey():
+    # they were drawn in green (the third colour of the cycle), which reads as good
+    figure = bands_figure({"hard": 3, "mid": 5, "easy": 2, "too_few_clean_runs": 4}, ["hard", "mid", "easy"],
+                          [0.0, 0.2, 0.8, 1.0], keep=["mid"])
+    (axes,) = figure.axes
+    colours = {text.get_text(): to_hex(handle.get_facecolor())
+               for text, handle in zip(axes.get_legend().get_texts(), axes.get_legend().legend_handles, strict=True)}
+    assert colours == {"dropped": to_hex("C0"), "kept": to_hex("C1"), "too few clean runs": to_hex("0.6")}
 
 
 def test_compare_domains_before_and_after(tmp_path):
