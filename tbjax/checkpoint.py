@@ -107,35 +107,56 @@ class Checkpointer:
             error, self._sealing_error = self._sealing_error, None
             raise error
 
-    def restore_latest(self, target: TrainState, fingerprint: str, allow_change: bool) -> Restored | None:
+    def restore_latest(self, target: TrainState, fingerprint: str | None, allow_change: bool) -> Restored | None:
         """The newest intact checkpoint restored onto `target`'s shardings (a TrainState of arrays or
         ShapeDtypeStructs with shardings); None when there is no checkpoint. Broken ones newer than it are
         reported and moved aside; BrokenCheckpointError names them all when none is intact, ResumeError
-        refuses a checkpoint of another config unless `allow_change`.
+        refuses a checkpoint of another config unless `allow_change`. A `fingerprint` of None reads the
+        weights of whatever config wrote them (tbjax.export), checking none.
 
         Every process checks the files itself (the verdicts agree: they read the same files), so no
         process has to wait for another's answer before restoring."""
         broken: list[tuple[Path, str]] = []
         for step in sorted(self.manager.all_steps(), reverse=True):
-            path = self.directory / str(step)
             try:
-                verified, (state, data, record) = self._load(step, path, target)
+                restored = self._restore(step, target)
             except DamagedCheckpoint as damage:
-                broken.append((path, str(damage)))
+                broken.append((self.directory / str(step), str(damage)))
                 continue
-            if not verified:
-                log.warning("checkpoint %s has no %s (written before checkpoints had them, or the run stopped "
-                            "before they were written): restored unverified", path, CHECKSUMS)
-            _check_fingerprint(step, record, fingerprint, allow_change)
-            self._set_aside(broken, path)
-            log.warning("resumed from step %d (%s)", step, path)
-            return Restored(step, path, state, data, record)
+            if fingerprint is not None:
+                _check_fingerprint(step, restored.record, fingerprint, allow_change)
+            self._set_aside(broken, restored.path)
+            log.warning("%s step %d (%s)", "restored" if fingerprint is None else "resumed from", step, restored.path)
+            return restored
         if broken:
             raise BrokenCheckpointError(
                 f"no intact checkpoint to resume from in {self.directory}: "
                 + "; ".join(f"{path} ({why})" for path, why in broken)
                 + ". Restore them from a copy, or move them away to start from step 0")
         return None
+
+    def restore(self, step: int, target: TrainState) -> Restored:
+        """Checkpoint `step` restored onto `target`'s shardings, whatever config wrote it (a tool reading one
+        given checkpoint: tbjax.export); BrokenCheckpointError when its files are not the ones saved or it
+        is not a finished checkpoint of this directory."""
+        path = self.directory / str(step)
+        if step not in self.manager.all_steps():
+            raise BrokenCheckpointError(f"{path} is not a finished checkpoint (Orbax lists steps "
+                                        f"{sorted(self.manager.all_steps())} in {self.directory})")
+        try:
+            return self._restore(step, target)
+        except DamagedCheckpoint as damage:
+            raise BrokenCheckpointError(f"checkpoint {path} is broken: {damage}") from damage
+
+    def _restore(self, step: int, target: TrainState) -> Restored:
+        """Checkpoint `step` restored (DamagedCheckpoint if it is broken), with a warning when no checksums
+        vouched for it."""
+        path = self.directory / str(step)
+        verified, (state, data, record) = self._load(step, path, target)
+        if not verified:
+            log.warning("checkpoint %s has no %s (written before checkpoints had them, or the run stopped "
+                        "before they were written): restored unverified", path, CHECKSUMS)
+        return Restored(step, path, state, data, record)
 
     def _load(self, step: int, path: Path, target: TrainState
               ) -> tuple[bool, tuple[TrainState, dict[str, Any], dict[str, Any]]]:

@@ -1,7 +1,11 @@
-"""`python -m tbjax.export SRC OUT [--dtype bfloat16] [--max-shard-gb 4] [--config-style transformers4]`
+"""`python -m tbjax.export SRC OUT [--model DIR] [--dtype bfloat16] [--max-shard-gb 4] [--config-style transformers4]`
 
 SRC is an HF directory (re-written through tbjax: a check that it loads, a dtype conversion, re-sharding
-of the files); Orbax training checkpoints join once the trainer writes them. OUT loads in transformers.
+of the files) or a training run's Orbax checkpoint: a run directory (its newest intact checkpoint, as a
+resume would take it: e.g. runs/default/grpo), its checkpoints/ directory, or one step directory
+(runs/default/grpo/checkpoints/8: that step). A checkpoint holds the parameters only, so --model names the
+HF directory the run started from (its architecture and tokenizer; in the pipeline, GRPO starts from
+warm_start/export/v<updates>, the warm start from assets/<model>). OUT loads in transformers.
 `--config-style transformers4` spells config.json for servers that pin transformers 4, such as sglang-jax
 (`tbjax.models.hf_config_v4`).
 """
@@ -12,15 +16,39 @@ import argparse
 import sys
 from pathlib import Path
 
-from tbjax.models import CheckpointError, UnsupportedModelError, from_pretrained, save_pretrained
+from tbjax.checkpoint import BrokenCheckpointError
+from tbjax.checkpoint_model import CheckpointSourceError, checkpoint_model, locate, restore_checkpoint
+from tbjax.models import CheckpointError, Qwen, UnsupportedModelError, from_pretrained, save_pretrained
 from tbjax.models.hf_config_v4 import write_transformers4_config
+
+
+class UsageError(ValueError):
+    """Arguments that name nothing to export (the message says what to pass)."""
+
+
+def load_source(src: Path, model_dir: Path | None) -> tuple[Qwen, Path]:
+    """(the model SRC holds, the directory whose tokenizer goes with it)."""
+    if (src / "config.json").is_file():
+        return from_pretrained(src), src
+    if locate(src) is None:
+        raise UsageError(f"SRC {src} is neither an HF model directory (config.json) nor a training run's "
+                         "checkpoint: a run directory (with checkpoints/<step>/), its checkpoints/ directory or "
+                         "one step directory (checkpoints/<step>/)")
+    if model_dir is None:
+        raise UsageError(f"SRC {src} is a training checkpoint, which holds parameters only: pass --model DIR, "
+                         "the HF directory the run started from (its architecture and tokenizer)")
+    restored = restore_checkpoint(src)
+    print(f"exporting step {restored.step} ({restored.path})")
+    return checkpoint_model(restored.state["params"], model_dir), model_dir
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tbjax.export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("src", type=Path)
+    parser.add_argument("src", type=Path, help="an HF directory, a run directory or one of its checkpoints")
     parser.add_argument("out", type=Path)
+    parser.add_argument("--model", type=Path,
+                        help="for a checkpoint SRC: the HF directory the run started from (architecture, tokenizer)")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], help="default: the source checkpoint's dtype")
     parser.add_argument("--max-shard-gb", type=float, default=4.0)
     parser.add_argument("--config-style", choices=["source", "transformers4"], default="source",
@@ -30,12 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         print("error: OUT must differ from SRC (the export reads SRC while writing)", file=sys.stderr)
         return 2
     try:
-        model = from_pretrained(args.src)
-    except (CheckpointError, UnsupportedModelError, FileNotFoundError) as error:
+        model, tokenizer_dir = load_source(args.src, args.model)
+    except (UsageError, CheckpointSourceError, BrokenCheckpointError, CheckpointError, UnsupportedModelError,
+            FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     out = save_pretrained(model, args.out, dtype=args.dtype, max_shard_bytes=int(args.max_shard_gb * 1024**3),
-                          tokenizer_dir=args.src)
+                          tokenizer_dir=tokenizer_dir)
     if args.config_style == "transformers4":
         write_transformers4_config(out)
     print(f"wrote {out}")

@@ -1,12 +1,22 @@
-"""`python -m tbjax.export SRC OUT`: converts dtype and re-shards; refuses bad input clearly."""
+"""`python -m tbjax.export SRC OUT`: converts dtype and re-shards, exports a run's own Orbax checkpoints;
+refuses bad input clearly."""
 
+import dataclasses
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
+import pytest
 import torch
 import transformers
+
+from tbjax.checkpoint import Checkpointer
+from tbjax.export import main
+from tbjax.models import from_pretrained
+from tbjax.train_step import GRPOTrainer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,3 +45,59 @@ def test_export_errors_are_clear(tmp_path):
     assert result.returncode == 2 and "config.json" in result.stderr
     result = export(str(tmp_path), str(tmp_path))
     assert result.returncode == 2 and "OUT must differ from SRC" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def run_dir(tiny_dir, tmp_path_factory) -> Path:
+    """A run directory with two checkpoints of a tiny Qwen3's real train state, saved by the trainer's
+    Checkpointer: step 1 the base parameters, step 2 the base parameters x 1.5."""
+    model = from_pretrained(tiny_dir("qwen3"))
+    first = GRPOTrainer(model).init_state(model)
+    second = dataclasses.replace(first, params=jax.tree.map(lambda x: x * 1.5, first.params), step=first.step + 1)
+    run = tmp_path_factory.mktemp("run")
+    for step, state in ((1, first), (2, second)):
+        checkpointer = Checkpointer(run / "checkpoints", save_every=1, keep=2)
+        checkpointer.save(step, state, {}, {"fingerprint": "tiny"})
+        checkpointer.close()
+    return run
+
+
+def weights(directory: Path) -> dict[str, torch.Tensor]:
+    return transformers.AutoModelForCausalLM.from_pretrained(directory).state_dict()
+
+
+def test_export_reads_the_trainers_own_checkpoints(run_dir, tiny_dir, tmp_path, capsys):
+    # tbjax.export read HF directories only: a run's Orbax checkpoints could not be exported
+    base = weights(tiny_dir("qwen3"))
+    assert main([str(run_dir), str(tmp_path / "newest"), "--model", str(tiny_dir("qwen3"))]) == 0
+    assert f"exporting step 2 ({run_dir / 'checkpoints' / '2'})" in capsys.readouterr().out
+    newest = weights(tmp_path / "newest")
+    assert all(torch.allclose(newest[name], 1.5 * base[name]) for name in base)
+    assert (tmp_path / "newest" / "tokenizer_config.json").is_file()
+    assert main([str(run_dir / "checkpoints" / "1"), str(tmp_path / "first"), "--model", str(tiny_dir("qwen3"))]) == 0
+    first = weights(tmp_path / "first")
+    assert all(torch.equal(first[name], base[name]) for name in base)
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["1", "2"]  # nothing moved or pruned
+
+
+def test_export_names_what_a_checkpoint_source_needs(run_dir, tiny_dir, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty"), str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert "neither an HF model directory (config.json) nor a training run's checkpoint" in error
+    assert main([str(run_dir), str(tmp_path / "out")]) == 2
+    assert "pass --model DIR" in capsys.readouterr().err
+    assert main([str(run_dir), str(tmp_path / "out"), "--model", str(tiny_dir("qwen3-moe"))]) == 2
+    assert "does not fit" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_a_damaged_step_is_refused_and_a_run_exports_its_newest_intact_step(run_dir, tiny_dir, tmp_path, capsys):
+    run = shutil.copytree(run_dir, tmp_path / "run")
+    files = [p for p in (run / "checkpoints" / "2" / "state").rglob("*") if p.is_file()]
+    data = max(files, key=lambda p: p.stat().st_size)  # the parameters' data file
+    data.write_bytes(data.read_bytes()[:-64])
+    model = ["--model", str(tiny_dir("qwen3"))]
+    assert main([str(run / "checkpoints" / "2"), str(tmp_path / "out"), *model]) == 2
+    assert f"checkpoint {run / 'checkpoints' / '2'} is broken" in capsys.readouterr().err
+    assert main([str(run), str(tmp_path / "out"), *model]) == 0
+    assert f"exporting step 1 ({run / 'checkpoints' / '1'})" in capsys.readouterr().out
