@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, ValidationError, model_validator
 
 from envs.chat_endpoint import ChatEndpointConfig
+from envs.http_retry import RetryPolicy
 from envs.session import PromptStyle
 from rollout.episode import EpisodeConfig
 from rollout.groups import GroupConfig
@@ -74,6 +75,10 @@ class TasksSection(Section):
     # held-out instances see only these; the heldout split's templates are not filtered
     templates: list[str] | None = None
     seed: int = 0  # shuffling of the task stream
+    # uniform: every task as often as any other; by_kind: each task kind (direct, forbidden, approval, ...) as
+    # often as any other, in turn, tasks shuffled within their kind, so a kind with few tasks (the direct
+    # writes beside many refusals) still weighs as much in the updates
+    draw: Literal["uniform", "by_kind"] = "uniform"
     prompt: PromptStyle = "full"  # how built-in domains instruct the agent (envs.session.PromptStyle)
 
 
@@ -224,12 +229,14 @@ class TrainConfig(Section):
         """A short hash of what determines the training trajectory (resume checks compare it): everything
         but the run's bookkeeping (steps to run, resume mode, how often it is saved and how many saves it keeps,
         the warm start's save interval, the run's name and directory, the coordinator's address and this
-        process's id), where things are kept (rollout placement, the optimizer state's memory), what watches it
-        and how the result is evaluated afterwards."""
+        process's id, how the user simulator's requests are timed out and retried), where things are kept
+        (rollout placement, the optimizer state's memory), what watches it and how the result is evaluated
+        afterwards."""
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
                                                       *WATCH_SETTINGS, *SAVE_SETTINGS},
                                             "warm_start": {"checkpoint_every"},
+                                            "user": {"endpoint": set(RetryPolicy.model_fields)},
                                             "mesh": {"coordinator_address", "process_id"},
                                             "rollout": {"placement"}, "run": True, "evaluate": True})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -35,7 +35,7 @@ from rollout.groups import GroupScheduler
 from rollout.interpret import Interpreter
 from tbjax.checkpoint import Checkpointer
 from tbjax.colocate import Handover
-from tbjax.config import ConfigError, TrainConfig
+from tbjax.config import ConfigError, TasksSection, TrainConfig
 from tbjax.engine import JaxEngine
 from tbjax.metrics_log import MetricsLog
 from tbjax.mismatch import MismatchAlarm, MismatchMeter
@@ -83,6 +83,17 @@ def training_tasks(config: TrainConfig) -> list[Task]:
     if not tasks:
         raise ConfigError("no training tasks: check tasks.domains and tasks.selected")
     return tasks
+
+
+def task_order(tasks: list[Task], section: TasksSection) -> grain.IterDataset:
+    """The endless, checkpointable stream of indices into `tasks` that GRPO draws its groups from
+    (`tasks.draw`): reshuffled every pass, by `tasks.seed`."""
+    if section.draw == "uniform":
+        return grain.MapDataset.range(len(tasks)).shuffle(seed=section.seed).repeat(None).to_iter_dataset()
+    kinds = sorted({task.kind for task in tasks})
+    per_kind = [grain.MapDataset.source([i for i, task in enumerate(tasks) if task.kind == kind])
+                .shuffle(seed=section.seed + n).repeat(None) for n, kind in enumerate(kinds)]
+    return grain.MapDataset.mix(per_kind).to_iter_dataset()  # one of each kind in turn
 
 
 def task_manifest_hash(tasks: list[Task]) -> str:
@@ -216,6 +227,9 @@ async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, An
         "system_errors": dict(counts.system_errors), "episodes": counts.episodes,
         "completion_tokens": tokens, "rollout_tokens_per_s": tokens / rollout_s if rollout_s else 0.0,
         "malformed_tool_calls": sum(t.malformed_tool_calls for t in trajectories),
+        # what the step drew and how each group did (kept: informative), for per-task learning curves
+        "groups": [{"task": g.task.id, "kind": g.task.kind.value, "pass": sum(g.rewards) / len(g.rewards),
+                    "kept": g.informative} for g in batch.scored],
         "time_rollout_s": rollout_s, "time_update_s": update_s, "time_save_s": save_s, "time_publish_s": publish_s,
     }
 
@@ -234,7 +248,7 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula)."""
     trainer = make_trainer(config, model)
     tasks = tasks if tasks is not None else training_tasks(config)
-    dataset = grain.MapDataset.range(len(tasks)).shuffle(seed=config.tasks.seed).repeat(None).to_iter_dataset()
+    dataset = task_order(tasks, config.tasks)
     checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
                                 keep=config.train.keep_checkpoints)
     # On the update's own shardings from the start: one compilation, and a restore lands there directly (with

@@ -33,6 +33,7 @@ import pytest
 
 from tbjax import checkpoint
 from tbjax.checkpoint import CHECKSUMS, BrokenCheckpointError, Checkpointer, ResumeError
+from tbjax.config import load_config
 from tbjax.loop import build_run, train
 from tbjax.models import from_pretrained
 from tbjax.train_step import GRPOTrainer, TrainState
@@ -250,6 +251,15 @@ def test_save_settings_are_not_the_run_identity(tmp_path) -> None:
         assert changed.fingerprint() == base.fingerprint(), (section, key)
     moved = base.model_copy(update={"run": base.run.model_copy(update={"root": str(tmp_path / "elsewhere")})})
     assert moved.fingerprint() == base.fingerprint()
+    llm_user = load_config(overrides=["user.kind=llm", "user.endpoint.base_url=http://127.0.0.1:9/v1",
+                                      "user.endpoint.model=m"])
+    patient = load_config(overrides=["user.kind=llm", "user.endpoint.base_url=http://127.0.0.1:9/v1",
+                                     "user.endpoint.model=m", "user.endpoint.retry_budget_s=600",
+                                     "user.endpoint.timeout_s=5"])
+    assert patient.fingerprint() == llm_user.fingerprint()  # how requests are retried, not who answers them
+    other_user = load_config(overrides=["user.kind=llm", "user.endpoint.base_url=http://127.0.0.1:9/v1",
+                                        "user.endpoint.model=another"])
+    assert other_user.fingerprint() != llm_user.fingerprint()
     learning = base.model_copy(update={"optim": _replace(base.optim, learning_rate=3e-4)})
     assert learning.fingerprint() != base.fingerprint()
 

@@ -105,10 +105,15 @@ def test_held_out_tasks_never_reach_training(heldout: str) -> None:
 
 def test_grpo_never_draws_a_held_out_task_without_a_selection(tmp_path: Path) -> None:
     """select.candidates=0 trains on every train-split task of the domains: the held-out instances among them
-    must still stay out of GRPO's pool (the loop records the pool it draws from in grpo/tasks.yaml)."""
-    result = run("evaluate.tasks=4", "select.candidates=0", "warm_start.steps=0", cwd=tmp_path)
+    must still stay out of GRPO's pool (the loop records the pool it draws from in grpo/tasks.yaml, and the
+    groups each step drew in grpo/metrics.jsonl)."""
+    result = run("evaluate.tasks=4", "select.candidates=0", "warm_start.steps=0", "groups.groups=3",
+                 "tasks.draw=by_kind", cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run_dir = tmp_path / "runs" / "default"
+    # tasks.draw=by_kind: one task of each kind in turn, though most of the pool is refusals
+    drawn = json.loads((run_dir / "grpo" / "metrics.jsonl").read_text().splitlines()[0])["groups"]
+    assert [group["kind"] for group in drawn] == ["direct", "forbidden", "leak"]
     pool = set(yaml.safe_load((run_dir / "grpo" / "tasks.yaml").read_text())["tasks"])
     held = {json.loads(line)["task_id"] for line in (run_dir / "eval/base/trials.jsonl").read_text().splitlines()}
     assert len(held) == 4 and len(pool) > 100
