@@ -3,8 +3,11 @@
 Every parameter of every domain tool is checked by `storable` after its own type: no lone UTF-16 surrogate
 in a string (SQLite and the JSON transport cannot encode one), no NaN, infinity or float beyond
 `MAX_MAGNITUDE` (an amount's cents must fit a 64-bit integer), no integer outside SQLite's signed 64-bit
-range. `IsoDate` is the type for dates a tool parses. A refused call comes back to the agent as an MCP
-`isError` result that names the tool, the argument, its value and the rule it broke.
+range. `IsoDate` is the type for dates a tool parses, `SearchText` for text it matches with LIKE (SQLite
+cannot run a pattern past 50,000 bytes: a 100,000-character search crashed the tool). A refused call comes
+back to the agent as an MCP `isError` result that names the tool, the argument, its value and the rule it
+broke. A call the MCP client cannot even encode (a lone surrogate in the tool's name or in an argument's
+name) is refused before it is sent, by `unsendable`.
 
 Values a tool body still cannot take (a `ValueError`, `OverflowError` or `sqlite3.DataError` from a parser or
 from SQLite binding an argument) are refused the same way by `input_errors_refused`, and logged as a missing
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -24,7 +28,7 @@ from datetime import date
 from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import AfterValidator, ValidationError
+from pydantic import AfterValidator, Field, ValidationError
 from pydantic_core import ErrorDetails
 
 from envs.sandbox import RefusedSqlError
@@ -34,13 +38,19 @@ logger = logging.getLogger(__name__)
 MAX_MAGNITUDE = 1e15  # far beyond any business amount, yet its cents still fit a 64-bit integer
 _INT64 = range(-(2**63), 2**63)
 _SHOWN_CHARS = 60  # a refused value is quoted up to this many characters
+_NOT_TEXT = "a lone UTF-16 surrogate, which is not text"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(text: str) -> bool:
+    return _SURROGATE.search(text) is not None
 
 
 def _violation(value: Any) -> str | None:
     """Why `value` (or a value nested in it) cannot be stored, or None when it can."""
     if isinstance(value, str):
-        if any("\ud800" <= ch <= "\udfff" for ch in value):
-            return "contains a lone UTF-16 surrogate, which is not text"
+        if _lone_surrogate(value):
+            return f"contains {_NOT_TEXT}"
     elif isinstance(value, float):
         if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
             return f"must be a finite number within ±{MAX_MAGNITUDE:.0e}"
@@ -61,6 +71,31 @@ def storable(value: Any) -> Any:
     return value
 
 
+def unsendable(tool: str, arguments: Mapping[str, Any]) -> str | None:
+    """The refusal of a call the MCP client cannot send, or None: a tool name or an argument name (a key at any
+    depth) holding a lone UTF-16 surrogate, which the client fails to encode (its UnicodeEncodeError escaped the
+    episode and stopped the run). Values are checked by the server (`storable`), which names the argument."""
+    if _lone_surrogate(tool):
+        return f"Error executing tool {shown(tool)}: the tool name holds {_NOT_TEXT}"
+    if (key := _key_not_text(arguments)) is not None:
+        return f"Error executing tool {tool}: the argument name {shown(key)} holds {_NOT_TEXT}"
+    return None
+
+
+def _key_not_text(value: Any) -> str | None:
+    """The first key of a mapping in `value` (at any depth) holding a lone surrogate, or None."""
+    if isinstance(value, Mapping):
+        for key in value:
+            if isinstance(key, str) and _lone_surrogate(key):
+                return key
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        for item in value:
+            if isinstance(item, Mapping | list | tuple) and (key := _key_not_text(item)) is not None:
+                return key
+    return None
+
+
 def _iso_date(text: str) -> str:
     try:
         date.fromisoformat(text)
@@ -70,6 +105,9 @@ def _iso_date(text: str) -> str:
 
 
 IsoDate = Annotated[str, AfterValidator(_iso_date)]  # a calendar date as YYYY-MM-DD, checked before the tool runs
+
+MAX_SEARCH_CHARS = 200  # a search is a few words; a LIKE pattern past 50,000 bytes (SQLite's limit) fails to run
+SearchText = Annotated[str, Field(max_length=MAX_SEARCH_CHARS)]  # text a tool matches with LIKE
 
 
 def shown(value: Any) -> str:

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from mcp import Client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent
 
+from envs.arguments import unsendable
 from envs.domain import Domain
 from envs.judges.llm import LlmJudge
 from envs.mcp_server import build_server
@@ -117,6 +118,9 @@ class BuiltinSession:
         return self.user.opening()
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        """The tool's result, or its refusal (`isError`); a call the client cannot encode is refused unsent."""
+        if (refusal := unsendable(name, arguments)) is not None:
+            return CallToolResult(content=[TextContent(type="text", text=refusal)], is_error=True)
         return await self.client.call_tool(name, arguments)
 
     async def user_reply(self, agent_text: str) -> UserTurn:

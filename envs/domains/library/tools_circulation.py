@@ -8,14 +8,15 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from envs.domains.library.console import BranchId, ItemId, LoanId, MemberId, fetch, require_verified, usd
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import Sandbox, SearchText, ToolError
 
 _OPEN_HOLD = ("waiting", "ready")
 _OPEN_ILL = ("requested", "in_transit", "arrived")
 
 
 def search_catalogue(
-    db: Sandbox, query: Annotated[str, Field(min_length=2, description="words of the title or the author's name")]
+    db: Sandbox,
+    query: Annotated[SearchText, Field(min_length=2, description="words of the title or the author's name")],
 ) -> list[dict[str, Any]]:
     """Catalogue items whose title or author contains the query, with copy counts (at most 20 results)."""
     items = db.query(

@@ -19,7 +19,7 @@ from envs.domains.ticketing.access import (
     require,
     usd,
 )
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import Sandbox, SearchText, ToolError
 
 _TICKET_VIEW = (
     "SELECT t.ticket_id, t.order_id, t.event_id, e.title, e.event_date, e.status AS event_status, "
@@ -115,7 +115,7 @@ def get_event(db: Sandbox, event_id: EventId) -> dict[str, Any]:
 
 
 def find_event_dates(
-    db: Sandbox, title: Annotated[str, Field(description="show or tour title, or a distinctive part of it")]
+    db: Sandbox, title: Annotated[SearchText, Field(description="show or tour title, or a distinctive part of it")]
 ) -> list[dict[str, Any]]:
     """All dates of a show or tour, with venue, city and status (for exchanges between dates)."""
     pattern = "%" + title.strip().lower().replace("%", "").replace("_", "") + "%"
