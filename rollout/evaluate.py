@@ -65,7 +65,7 @@ async def evaluate(tasks: Sequence[Task], runner: TrialRunner, *, out: str | Pat
     if len({t.id for t in tasks}) != len(tasks):
         raise ValueError("the task list holds a task id twice; each task is evaluated once with k trials")
     with TrialLog(out / TRIALS_FILE, resume=resume) as trial_log:
-        await run_trials(tasks, k, runner, trial_log, concurrency=concurrency)
+        await run_trials(tasks, k, runner, trial_log, concurrency=concurrency, label=title or "trials")
     wanted = {(t.id, trial) for t in tasks for trial in range(k)}
     records = [r for r in read_records(out / TRIALS_FILE) if r.key in wanted]
     models = sorted({r.model for r in records})

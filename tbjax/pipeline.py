@@ -148,6 +148,8 @@ class Campaigns:
 
     def engine(self) -> JaxEngine:
         if self._engine is None:
+            console.print(f"loading the {self.name} policy from {self.policy_dir}; its engine compiles during the "
+                          "first trials, so they take longest")
             r = self.config.rollout
             self._engine = JaxEngine(load_policy(self.policy_dir, self.config), slots=r.slots, max_len=r.max_len,
                                      prefill_chunk=r.prefill_chunk, deterministic=r.deterministic,

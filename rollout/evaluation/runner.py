@@ -4,7 +4,8 @@ A trial runner is any `async (task, trial) -> TrialRecord`: the token-level one 
 `rollout.episode.run_episode` on an `Engine` (embedded JAX, SGLang servers); `rollout.evaluation.chat`
 drives an OpenAI-compatible API model. `run_trials` only schedules: it skips the (task, trial) pairs the log
 already holds, so a resumed campaign never redoes a finished trial, and appends each record the moment its
-trial ends, so an interruption loses only the trials in flight.
+trial ends, so an interruption loses only the trials in flight; a progress bar (rollout.evaluation.progress)
+counts them.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from rich.console import Console
+
 from envs import Task, Verdict
 from rollout.engine import Engine, Generation, SamplingParams
 from rollout.episode import EpisodeConfig, SessionOpener, derive_seed, run_episode
+from rollout.evaluation.progress import TrialProgress
 from rollout.interpret import Interpreter
 from rollout.records import TrialLog, TrialRecord, Usage
 
@@ -26,30 +30,29 @@ TrialRunner = Callable[[Task, int], Awaitable[TrialRecord]]
 
 
 async def run_trials(tasks: Sequence[Task], k: int, runner: TrialRunner, trial_log: TrialLog, *,
-                     concurrency: int = 32) -> int:
-    """Runs trials 0..k-1 of every task not yet in `trial_log`, at most `concurrency` at once; returns how
-    many ran. The first exception cancels the trials in flight and propagates (their records are not written)."""
+                     concurrency: int = 32, label: str = "trials", console: Console | None = None) -> int:
+    """Runs trials 0..k-1 of every task not yet in `trial_log`, at most `concurrency` at once, under a
+    progress bar labelled `label` (on `console`, default stdout); returns how many ran. The first exception
+    cancels the trials in flight and propagates (their records are not written)."""
     if k < 1 or concurrency < 1:
         raise ValueError(f"need k >= 1 and concurrency >= 1, got k={k} concurrency={concurrency}")
     todo = [(task, trial) for task in tasks for trial in range(k) if (task.id, trial) not in trial_log.done]
     if trial_log.resumed:
         log.info("resuming: %d trials already recorded in %s, %d to run", trial_log.resumed, trial_log.path, len(todo))
+    log.info("%s: %d trials of %d tasks, %d at once; the first ones also wait for the engine to warm up (an "
+             "in-process engine compiles on its first requests)", label, len(todo), len(tasks), concurrency)
     gate = asyncio.Semaphore(concurrency)
-    finished = 0
-    step = max(1, len(todo) // 10)
 
-    async def one(task: Task, trial: int) -> None:
-        nonlocal finished
-        async with gate:
-            record = await runner(task, trial)
-        trial_log.append(record)
-        finished += 1
-        if finished % step == 0 or finished == len(todo):
-            log.info("%d/%d trials done", finished, len(todo))
+    with TrialProgress(len(todo), label, console) as progress:
+        async def one(task: Task, trial: int) -> None:
+            async with gate:
+                record = await runner(task, trial)
+            trial_log.append(record)
+            progress.finished(record)
 
-    async with asyncio.TaskGroup() as group:
-        for task, trial in todo:
-            group.create_task(one(task, trial))
+        async with asyncio.TaskGroup() as group:
+            for task, trial in todo:
+                group.create_task(one(task, trial))
     return len(todo)
 
 
