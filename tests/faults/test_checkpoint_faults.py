@@ -19,10 +19,7 @@ import functools
 import logging
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -37,11 +34,10 @@ from tbjax.config import load_config
 from tbjax.loop import build_run, train
 from tbjax.models import from_pretrained
 from tbjax.train_step import GRPOTrainer, TrainState
+from tests.faults.killed_child import hang_forever, kill_when_hanging
 from tests.tbjax.test_loop import brief_session, config_for, signal_tasks
 
-REPO = Path(__file__).resolve().parents[2]
 FINGERPRINT = "tiny"
-HANGING = "hanging mid-save"
 
 
 def tiny_state(model_dir: Path) -> tuple[TrainState, TrainState]:
@@ -182,12 +178,6 @@ def test_unreadable_checkpoint_without_checksums_falls_back(checkpoints, states,
     assert len(line.splitlines()) == 1
 
 
-def hang_forever(*_args: object) -> None:
-    """Stands in for a step of the save: tells the test where the child is, then never returns."""
-    print(HANGING, flush=True)
-    time.sleep(600)
-
-
 def save_then_hang(model_dir: Path, directory: Path, window: str) -> None:
     """Saves step 1, then step 2 hanging at `window`: Orbax's commit (every file written to the temporary
     directory, not yet renamed) or the checksums (committed, checksums not yet written); killed there."""
@@ -204,20 +194,8 @@ def save_then_hang(model_dir: Path, directory: Path, window: str) -> None:
 
 def kill_mid_save(model_dir: Path, directory: Path, window: str) -> None:
     """Runs save_then_hang in a child process and kills it with SIGKILL once it hangs at `window`."""
-    log = directory.parent / f"child-{window}.log"  # the child's stderr: a pipe nobody reads could fill
-    with log.open("w") as stderr:
-        child = subprocess.Popen([sys.executable, "-m", "tests.faults.test_checkpoint_faults", str(model_dir),
-                                  str(directory), window], cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True)
-    watchdog = threading.Timer(120, child.kill)
-    watchdog.start()
-    try:
-        assert child.stdout.readline().strip() == HANGING, log.read_text()[-3000:]
-        child.send_signal(signal.SIGKILL)
-        assert child.wait() == -signal.SIGKILL
-    finally:
-        watchdog.cancel()
-        child.kill()
-        child.communicate()
+    kill_when_hanging("tests.faults.test_checkpoint_faults", [str(model_dir), str(directory), window],
+                      directory.parent / f"child-{window}.log")
 
 
 def test_kill_during_orbax_write_resumes_from_the_last_committed_checkpoint(tiny_dir, states, tmp_path,
