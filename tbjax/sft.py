@@ -241,8 +241,8 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
 
 def _fingerprint(config: WarmStartConfig) -> str:
     """What a resumed warm start must share with the checkpoint's run: everything but the step count (the
-    schedule is constant after warm-up, so running longer continues the same run)."""
-    return repr(dataclasses.astuple(dataclasses.replace(config, steps=0)))
+    schedule is constant after warm-up, so running longer continues the same run) and the save interval."""
+    return repr(dataclasses.astuple(dataclasses.replace(config, steps=0, checkpoint_every=0)))
 
 
 def _progress() -> Progress:
