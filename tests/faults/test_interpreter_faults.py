@@ -118,7 +118,7 @@ def domain_catalogs() -> list[tuple[str, ToolCatalog]]:
 
 @pytest.mark.parametrize(("domain", "catalog"), domain_catalogs(), ids=lambda value: getattr(value, "names", value))
 @pytest.mark.parametrize("fmt", TOOL_CALL_FORMATS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_fuzzed_output_never_raises_and_never_runs_an_unchecked_call(domain, catalog, fmt, data) -> None:
     names = st.sampled_from([*catalog.names, "no_such_tool"])
