@@ -78,6 +78,10 @@ class Engine(Protocol):
         """`session_id` keeps an episode's turns on one server (prefix cache reuse)."""
         ...
 
+    async def end_session(self, session_id: str) -> None:
+        """The episode is over: what the engine kept for its session (a server's affinity, a slot) is free."""
+        ...
+
     async def update_weights(self, hf_dir: str, version: str) -> None:
         """Load an HF safetensors directory of the served architecture; later generations report `version`."""
         ...

@@ -160,6 +160,8 @@ class Episode:
                 termination = "timeout"
             except _SystemError as error:
                 failure = error
+            finally:
+                await self.engine.end_session(self.session_id)
         try:
             verdict = await self.timer.measure("grade", session.close(final_reply=self.last_reply), "grader")
         except _SystemError as error:

@@ -59,6 +59,9 @@ class OracleEngine:
         finish = "stop" if ids[-1] in sampling.stop_token_ids else "length"
         return Generation(tuple(ids), (0.0,) * len(ids), finish, ORACLE_VERSION, len(input_ids))
 
+    async def end_session(self, session_id: str) -> None:
+        self._scripts.pop(session_id, None)
+
     async def update_weights(self, hf_dir: str, version: str) -> None:
         raise EngineError("the oracle engine has no weights")
 

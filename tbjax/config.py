@@ -115,6 +115,9 @@ class RolloutSection(Section):
     slots: int = 64  # embedded engine: concurrent sequences
     max_len: int = 110_000  # embedded engine: tokens per sequence (the episode budget plus headroom)
     prefill_chunk: int = 512
+    # embedded engine: tokens each decode call samples per row. Fewer waste less after a row stops mid-call
+    # and let finished turns' next requests in sooner; more pay the per-call cost less often
+    decode_steps: PositiveInt = 16
     deterministic: bool = False  # embedded engine: rollouts independent of batching (bitwise resume), slower
     tool_call_format: Literal["hermes", "qwen3_xml"] = "hermes"
     seed: int = 0  # sampling seeds derive from it, the step and the episode

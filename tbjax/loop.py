@@ -35,7 +35,7 @@ from rollout.groups import GroupScheduler
 from rollout.interpret import Interpreter
 from tbjax.checkpoint import Checkpointer
 from tbjax.colocate import Handover
-from tbjax.config import ConfigError, TasksSection, TrainConfig
+from tbjax.config import ConfigError, RolloutSection, TasksSection, TrainConfig
 from tbjax.engine import JaxEngine
 from tbjax.metrics_log import MetricsLog
 from tbjax.mismatch import MismatchAlarm, MismatchMeter
@@ -292,14 +292,18 @@ def _refit_check(config: TrainConfig, trainer: GRPOTrainer, model: Qwen) -> Refi
     return RefitCheck(trainer, model.config.vocab_size, tolerance)
 
 
+def embedded_engine(model: Qwen, rollout: RolloutSection, weight_version: str) -> JaxEngine:
+    """The in-process engine as `rollout` configures it (GRPO's rollouts, selection and evaluation)."""
+    return JaxEngine(model, slots=rollout.slots, max_len=rollout.max_len, weight_version=weight_version,
+                     prefill_chunk=rollout.prefill_chunk, deterministic=rollout.deterministic,
+                     decode_steps=rollout.decode_steps)
+
+
 def _engine(config: TrainConfig, trainer: GRPOTrainer, state: TrainState, step: int) -> Any:
     """The driver's rollout engine; None on the other processes (which still join the collective gather)."""
     if config.rollout.engine == "embedded":
         model = engine_model(trainer, state.params)
-        if model is None:
-            return None
-        return JaxEngine(model, slots=config.rollout.slots, max_len=config.rollout.max_len, weight_version=str(step),
-                         prefill_chunk=config.rollout.prefill_chunk, deterministic=config.rollout.deterministic)
+        return None if model is None else embedded_engine(model, config.rollout, str(step))
     if not config.rollout.sglang_urls:
         raise ConfigError("rollout.engine=sglang needs rollout.sglang_urls (the servers' base URLs)")
     return SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step)) if is_driver() else None

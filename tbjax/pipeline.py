@@ -43,7 +43,7 @@ from rollout.records import atomic_write, read_records
 from rollout.select import run_selection
 from tbjax.config import ConfigError, RunSection, TrainConfig
 from tbjax.engine import JaxEngine
-from tbjax.loop import run_training, session_opener, train_split_tasks, training_tasks
+from tbjax.loop import embedded_engine, run_training, session_opener, train_split_tasks, training_tasks
 from tbjax.mesh_check import checked_mesh
 from tbjax.model_source import resolve_model_dir
 from tbjax.models import ModelConfig, Qwen, from_pretrained
@@ -150,10 +150,8 @@ class Campaigns:
         if self._engine is None:
             console.print(f"loading the {self.name} policy from {self.policy_dir}; its engine compiles during the "
                           "first trials, so they take longest")
-            r = self.config.rollout
-            self._engine = JaxEngine(load_policy(self.policy_dir, self.config), slots=r.slots, max_len=r.max_len,
-                                     prefill_chunk=r.prefill_chunk, deterministic=r.deterministic,
-                                     weight_version=self.name)
+            self._engine = embedded_engine(load_policy(self.policy_dir, self.config), self.config.rollout,
+                                           self.name)
         return self._engine
 
     def run(self, tasks: list[Task], k: int, seed: int, out: Path) -> dict[str, Any]:

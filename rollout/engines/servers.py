@@ -45,7 +45,8 @@ class ServerPool:
         self.servers = [Server(url, weight_version) for url in normalised]
         self._cooldown_s = cooldown_s
         self._clock = clock
-        self._sessions: OrderedDict[str, Server] = OrderedDict()  # LRU: episodes end without telling us
+        # LRU, bounded: an episode ends with `forget`, but a client that never tells must not grow it forever
+        self._sessions: OrderedDict[str, Server] = OrderedDict()
         self._max_sessions = max_sessions
 
     def acquire(self, session_id: str | None, avoid: Server | None = None) -> Server:
@@ -63,6 +64,9 @@ class ServerPool:
         server.in_flight += 1
         server.assigned += 1
         return server
+
+    def forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
 
     def release(self, server: Server) -> None:
         server.in_flight -= 1

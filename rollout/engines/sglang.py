@@ -121,6 +121,9 @@ class SGLangEngine:
         raise EngineError(f"/generate failed {len(errors)} times: " + "; ".join(errors)
                           + ". Check the servers (GET /health, their logs) or the launcher's restarts.")
 
+    async def end_session(self, session_id: str) -> None:
+        self.pool.forget(session_id)
+
     async def _generate_once(self, server: Server, payload: dict[str, Any]) -> Generation | str:
         """One attempt: the Generation, or why it failed in a way worth retrying elsewhere. Failures a
         retry cannot fix raise."""

@@ -86,6 +86,9 @@ class MeteredEngine:
         meter.reasoning += self._reasoning(generation.output_ids)
         return generation
 
+    async def end_session(self, session_id: str) -> None:
+        await self.engine.end_session(session_id)
+
     def _reasoning(self, ids: Sequence[int]) -> int:
         if self.think_close_id is not None and self.think_close_id in ids:
             return list(ids).index(self.think_close_id) + 1

@@ -36,16 +36,21 @@ MIN_KV_BUCKET = 64
 
 class JaxEngine:
     def __init__(self, model: Qwen, *, slots: int = 8, max_len: int = 4096, weight_version: str = "0",
-                 seed: int = 0, prefill_chunk: int = 512, deterministic: bool = False, decode_steps: int = 16):
+                 seed: int = 0, prefill_chunk: int = 512, deterministic: bool = False, decode_steps: int = 16,
+                 session_hold_s: float = 30.0):
         self.config = model.config
         self.mesh = model.mesh
         self.graphdef, self.state = nnx.split(model)
         self.max_len = max_len
         self.prefill_chunk = prefill_chunk  # long prompts run in chunks: attention memory ~ chunk x length
-        # deterministic: a request's tokens depend only on the request (seeded), never on what else runs:
-        # no prefix reuse (cached keys came from another path) and decode attends over the whole cache
-        # (the reduction's shape never changes). Slower; for bitwise-reproducible training runs.
+        # deterministic: a request's tokens depend only on the request (seeded) and its session's earlier
+        # turns, never on what else runs: a session reuses only its own slot's cache (the slot table's
+        # session ownership; `end_session` frees it) and decode attends over the whole cache (the reduction's
+        # shape never changes). For bitwise-reproducible training runs.
         self.deterministic = deterministic
+        # deterministic mode: how long requests wait for a slot that idle sessions hold before the least
+        # recently used loses it (only a client that never ends its sessions gets there)
+        self.session_hold_s = session_hold_s
         # tokens sampled per decode call (see device_step.decode); 1 admits waiting requests between tokens
         if decode_steps < 1:
             raise ValueError(f"decode_steps must be >= 1, got {decode_steps}")
@@ -54,7 +59,7 @@ class JaxEngine:
         self.cache: KVCache | None = KVCache.zeros(self.config, slots, max_len)
         # a hybrid model's recurrent state sits at the end of the slot's sequence and cannot be rewound:
         # a new request reuses a slot's cache only when it extends the whole cached sequence
-        self.table = SlotTable(slots, whole_prefix_only=bool(self.config.linear_layers))
+        self.table = SlotTable(slots, whole_prefix_only=bool(self.config.linear_layers), by_session=deterministic)
         self._pending: deque[Request] = deque()
         self._cond = threading.Condition()
         self._paused = False
@@ -87,6 +92,11 @@ class JaxEngine:
             self._pending.append(request)
             self._cond.notify_all()
         return await request.future
+
+    async def end_session(self, session_id: str) -> None:
+        with self._cond:
+            self.table.end_session(session_id)
+            self._cond.notify_all()
 
     async def update_weights(self, hf_dir: str, version: str) -> None:
         self._refuse_if_weights_released()
@@ -218,6 +228,9 @@ class JaxEngine:
                     if self._stopping:
                         break
                     admitted = self._admit()
+                    if not admitted and not self.table.active():
+                        self._cond.wait(timeout=0.1)  # the waiting need slots that idle sessions hold
+                        continue
                 for slot, reused in admitted:
                     self._prefill(slot, reused)
                 if self.table.active():
@@ -235,18 +248,12 @@ class JaxEngine:
         return bool(self._pending) and not self._paused and not self._draining and not self._released
 
     def _admit(self) -> list[tuple[Slot, int]]:
-        admitted = []
-        while self._admissible():
-            assignment = self.table.assign(self._pending[0])
-            if assignment is None:
-                break
-            request = self._pending.popleft()
-            request.weight_version = self.weight_version
-            slot, reused = assignment
-            if self.deterministic:
-                slot.tokens, reused = [], 0
-            request.cached_tokens = reused
-            admitted.append((slot, reused))
+        if not self._admissible():
+            return []
+        admitted = self.table.admit(self._pending, self.session_hold_s)
+        for slot, reused in admitted:
+            slot.request.weight_version = self.weight_version
+            slot.request.cached_tokens = reused
         return admitted
 
     def _seed(self, request: Request) -> int:

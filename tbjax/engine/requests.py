@@ -7,11 +7,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import logging
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from rollout.engine import FinishReason, Generation, SamplingParams
 
+log = logging.getLogger(__name__)
 _ids = itertools.count()
 
 
@@ -27,6 +31,7 @@ class Request:
     logprobs: list[float] = dataclasses.field(default_factory=list)
     cached_tokens: int = 0
     weight_version: str = ""
+    queued_at: float = dataclasses.field(default_factory=time.monotonic)
 
     def finish(self, reason: FinishReason) -> None:
         generation = Generation(tuple(self.output_ids), tuple(self.logprobs), reason, self.weight_version,
@@ -77,9 +82,17 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 
 class SlotTable:
-    def __init__(self, slots: int, whole_prefix_only: bool = False):
+    """Which cache row each request runs in. Shared (the default), an idle row goes to whichever request
+    reuses most of its cached tokens. Owned by sessions (`by_session`, the engine's deterministic mode), a
+    session keeps one row from its first request until `end_session`, and its later turns reuse that row's
+    tokens and no other's: what a request reuses then depends on its own session's history alone, never on
+    what else ran, so reuse keeps runs bitwise reproducible."""
+
+    def __init__(self, slots: int, whole_prefix_only: bool = False, by_session: bool = False):
         self.slots = [Slot(i) for i in range(slots)]
         self.whole_prefix_only = whole_prefix_only
+        self.by_session = by_session
+        self._owners: dict[str, Slot] = {}
         self._clock = itertools.count(1)
 
     def active(self) -> list[Slot]:
@@ -87,15 +100,68 @@ class SlotTable:
 
     def assign(self, request: Request) -> tuple[Slot, int] | None:
         """An idle slot for `request` and how many of its prompt tokens that slot already caches (the
-        longest shared prefix wins, then the least recently used). None when every slot is busy."""
+        longest shared prefix wins, then the least recently used). None when no slot can take it now."""
+        if self.by_session:
+            return self._assign_owned(request)
         idle = [s for s in self.slots if not s.busy]
         if not idle:
             return None
         best = max(idle, key=lambda s: (self._reusable(s, request), -s.last_used))
-        reused = self._reusable(best, request)
-        best.request, best.last_used = request, next(self._clock)
-        best.tokens = best.tokens[:reused]
-        return best, reused
+        return best, self._take(best, request, self._reusable(best, request))
+
+    def _assign_owned(self, request: Request) -> tuple[Slot, int] | None:
+        """The request's session's own slot (None while it is busy), else a slot no session owns, reusing
+        nothing (None when every slot is owned or busy)."""
+        own = self._owners.get(request.session_id) if request.session_id is not None else None
+        if own is not None:
+            return None if own.busy else (own, self._take(own, request, self._reusable(own, request)))
+        owned = {slot.index for slot in self._owners.values()}
+        free = [s for s in self.slots if not s.busy and s.index not in owned]
+        if not free:
+            return None
+        slot = min(free, key=lambda s: s.last_used)
+        if request.session_id is not None:
+            self._owners[request.session_id] = slot
+        return slot, self._take(slot, request, 0)
+
+    def _take(self, slot: Slot, request: Request, reused: int) -> int:
+        slot.request, slot.last_used = request, next(self._clock)
+        slot.tokens = slot.tokens[:reused]
+        return reused
+
+    def end_session(self, session_id: str) -> None:
+        """The session's slot goes back to the pool (owned slots only; shared ones were never held)."""
+        self._owners.pop(session_id, None)
+
+    def admit(self, pending: deque[Request], hold_s: float) -> list[tuple[Slot, int]]:
+        """Takes out of `pending` every request a slot can take now, in arrival order; one waiting for its
+        session's slot, or for a slot no session owns, does not hold back those behind it. When nothing runs
+        and the oldest has waited `hold_s` seconds for slots that idle sessions hold (their clients never
+        ended them), the least recently used session loses its slot and starts over should it return."""
+        admitted = []
+        for request in list(pending):
+            if request.future.done():
+                pending.remove(request)  # its caller gave up (a timed-out episode): nobody waits for it
+                continue
+            assignment = self.assign(request)
+            if assignment is not None:
+                pending.remove(request)
+                admitted.append(assignment)
+        if not admitted and pending and not self.active() and \
+                time.monotonic() - pending[0].queued_at >= hold_s and self._evict_idle_owner():
+            return self.admit(pending, hold_s)
+        return admitted
+
+    def _evict_idle_owner(self) -> bool:
+        idle = [(slot.last_used, session) for session, slot in self._owners.items() if not slot.busy]
+        if not idle:
+            return False
+        session = min(idle)[1]
+        del self._owners[session]
+        log.warning("%d sessions hold all %d slots and none was ended: session %s loses its cached prefix, so "
+                    "its reuse now depends on scheduling (end each session with end_session)",
+                    len(self._owners) + 1, len(self.slots), session)
+        return True
 
     def _reusable(self, slot: Slot, request: Request) -> int:
         """Cached tokens of `slot` that `request` can start from (at least its last prompt token is computed

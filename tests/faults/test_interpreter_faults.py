@@ -88,6 +88,9 @@ class ReplayEngine:
         ids = self.turns.pop(0)
         return Generation(tuple(ids), (0.0,) * len(ids), "stop", "replay", len(input_ids))
 
+    async def end_session(self, session_id: str) -> None:
+        pass
+
 
 def test_an_episode_survives_every_attack_and_counts_them(tmp_path) -> None:
     """The hostile turns of the attacks above, written by the policy in a real library episode: the episode

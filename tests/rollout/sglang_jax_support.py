@@ -97,6 +97,9 @@ class Recording:
         self.calls.append((session_id, generation))
         return generation
 
+    async def end_session(self, session_id: str) -> None:
+        await self.engine.end_session(session_id)
+
 
 
 def assert_greedy_agree(model: Qwen, ids_a: Sequence[int], ids_b: Sequence[int], logprobs_a: Sequence[float],

@@ -138,6 +138,9 @@ class FailingForOneTask:
             raise EngineError(f"server for {self.task_id} is down")
         return await self.engine.generate(input_ids, sampling, session_id=session_id)
 
+    async def end_session(self, session_id):
+        await self.engine.end_session(session_id)
+
     async def update_weights(self, hf_dir, version):
         await self.engine.update_weights(hf_dir, version)
 

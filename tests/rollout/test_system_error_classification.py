@@ -73,6 +73,9 @@ class Raising:
     async def generate(self, input_ids, sampling: SamplingParams, *, session_id: str | None = None):
         raise self.error()
 
+    async def end_session(self, session_id: str) -> None:
+        pass  # bookkeeping of the client's own, which a failing backend cannot break
+
     async def update_weights(self, hf_dir: str, version: str) -> None:
         raise self.error()
 
@@ -95,6 +98,9 @@ class Routed:
 
     async def generate(self, input_ids, sampling: SamplingParams, *, session_id: str | None = None):
         return await self._engine(session_id).generate(input_ids, sampling, session_id=session_id)
+
+    async def end_session(self, session_id: str) -> None:
+        await self._engine(session_id).end_session(session_id)
 
     async def update_weights(self, hf_dir: str, version: str) -> None:
         await self.default.update_weights(hf_dir, version)

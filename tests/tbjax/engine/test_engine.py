@@ -193,6 +193,63 @@ def test_deterministic_mode_samples_independently_of_batching(model):
     assert alone.output_ids == crowded.output_ids and alone.logprobs == crowded.logprobs
 
 
+async def two_turns(engine: JaxEngine, session: str, seed: int, pause_s: float = 0.0):
+    """A session's two turns (the second repeats the first with its answer and a reply), then its end."""
+    first_prompt = prompt(seed, 20)
+    first = await engine.generate(first_prompt, SamplingParams(max_new_tokens=8, seed=seed, **REFERENCE_SAMPLING),
+                                  session_id=session)
+    await asyncio.sleep(pause_s)  # a tool runs: other sessions may take every free slot meanwhile
+    second_prompt = first_prompt + list(first.output_ids) + prompt(seed + 100, 5)
+    second = await engine.generate(second_prompt, SamplingParams(max_new_tokens=8, seed=seed + 1,
+                                                                 **REFERENCE_SAMPLING), session_id=session)
+    await engine.end_session(session)
+    return first, second
+
+
+def test_deterministic_sessions_reuse_their_own_prefix_whatever_else_runs(model):
+    """Deterministic mode reuses a session's own cached turns, so a multi-turn episode does not prefill its
+    conversation anew each turn, and still samples what it samples alone: with more sessions than slots,
+    the others wait for a slot instead of taking the one holding the episode's conversation."""
+    async def alone():
+        engine = JaxEngine(model, slots=2, max_len=128, deterministic=True, decode_steps=4)
+        result = await two_turns(engine, "episode", 5)
+        await engine.close()
+        return result
+
+    async def crowded():
+        engine = JaxEngine(model, slots=2, max_len=128, deterministic=True, decode_steps=4)
+        mine, *others = await asyncio.gather(two_turns(engine, "episode", 5, pause_s=0.2),
+                                             *(two_turns(engine, f"other-{i}", 40 + i) for i in range(4)))
+        await engine.close()
+        return mine, others
+
+    (first, second), ((first_c, second_c), others) = run(alone()), run(crowded())
+    assert second.cached_tokens == second_c.cached_tokens == 20 + 8 - 1  # all but the last sampled token
+    assert first_c.cached_tokens == 0  # a new session reuses nothing, whatever an idle slot holds
+    assert (first.output_ids, second.output_ids) == (first_c.output_ids, second_c.output_ids)
+    assert (first.logprobs, second.logprobs) == (first_c.logprobs, second_c.logprobs)
+    assert all(len(turn.output_ids) == 8 for pair in others for turn in pair)
+
+
+def test_sessions_never_ended_cannot_stall_a_deterministic_engine(model, caplog):
+    """A client that never ends its sessions (more of them than slots) still gets answers: the least
+    recently used idle session loses its slot, with a warning that its reuse now depends on scheduling."""
+    sampling = SamplingParams(max_new_tokens=4, seed=1, **REFERENCE_SAMPLING)
+
+    async def scenario():
+        engine = JaxEngine(model, slots=1, max_len=64, deterministic=True, decode_steps=4, session_hold_s=0.5)
+        first = await engine.generate(prompt(1, 10), sampling, session_id="a")
+        await engine.generate(prompt(2, 10), sampling, session_id="b")  # "a" still owns the only slot
+        again = await engine.generate(prompt(1, 10) + list(first.output_ids), sampling, session_id="a")
+        await engine.close()
+        return again
+
+    again = run(scenario())
+    assert len(again.output_ids) == 4 and again.cached_tokens == 0
+    evictions = [r.getMessage() for r in caplog.records if "loses its cached prefix" in r.getMessage()]
+    assert len(evictions) == 2 and "session a loses" in evictions[0] and "session b loses" in evictions[1]
+
+
 def test_tokens_per_decode_call_change_nothing_sampled(model):
     """decode_steps only groups tokens into calls: seeded requests of different lengths, some ending on a
     stop token mid-call, sample the same tokens one call per token or sixteen (log-probs to float rounding:
