@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs import Task, load_tasks, read_jsonl
+from envs import Task, builtin_domains, load_tasks, read_jsonl
 from rollout.evaluation.engines import add_engine_flags, trial_runner_from_flags
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.report import markdown_report, write_plots
@@ -76,8 +76,10 @@ def select_tasks(args: argparse.Namespace) -> list[Task]:
     if args.tasks:
         tasks = read_jsonl(args.tasks)
     else:
-        domains = args.domain or [None]
-        tasks = [t for d in domains for t in load_tasks(domain=d, split=args.split)]
+        unknown = sorted(set(args.domain or ()) - set(builtin_domains()))
+        if unknown:
+            raise ValueError(f"unknown domain {unknown[0]!r} (--domain); built-in domains: {sorted(builtin_domains())}")
+        tasks = [t for d in args.domain or [None] for t in load_tasks(domain=d, split=args.split)]
     if args.limit is not None:
         tasks = tasks[:args.limit]
     if not tasks:

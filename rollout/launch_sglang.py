@@ -74,6 +74,7 @@ class ServerProcess:
     started_at: float = 0.0
     restart_at: float | None = None  # set while waiting out the backoff before a restart
     restarts: int = 0
+    was_healthy: bool = False  # once: a later exit is a crash worth a restart, an earlier one a bad command
 
 
 class Supervisor:
@@ -136,11 +137,15 @@ class Supervisor:
                 continue
             assert server.process is not None
             code = server.process.poll()
+            if code is not None and not server.was_healthy:
+                raise LaunchError(f"server {server.index} ({server.url}) exited with code {code} before it was ever "
+                                  "healthy: its command, model or port is wrong, which a restart cannot fix; see "
+                                  "its log above for the cause")
             if code is not None:
                 self._schedule_restart(server, f"exited with code {code}")
             elif not server.ready:
                 if healthy(server.url):
-                    server.ready = True
+                    server.ready = server.was_healthy = True
                     log.info("server %d healthy at %s", server.index, server.url)
                 elif now - server.started_at > self.config.startup_timeout_s:
                     _terminate([server.process])

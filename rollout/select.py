@@ -67,6 +67,12 @@ def run_selection(trials: Path, out: Path, config: SelectionConfig, *, reference
     errors = Counter(r.task_id for r in records if r.system_error is not None)
     refs = {t.task_id: t for t in task_counts(read_records(reference))} if reference else None
     rows = select(task_counts(records), config, system_errors=errors, reference=refs, exclusion=exclusion)
+    judged = [row for row in rows if row["reason"] not in ("benchmark_task", "too_few_clean_runs")]
+    if rows and not judged and any(row["reason"] == "too_few_clean_runs" for row in rows):
+        most = max(row["n"] for row in rows)
+        raise ValueError(f"no candidate has min_clean_runs={config.min_clean_runs} clean trials (the most any has: "
+                         f"{most}), so none can be judged: run more trials per candidate (--n) or lower "
+                         "--min-clean-runs; nothing was written")
     chosen = [row["task_id"] for row in rows if row["selected"]]
     per_band = band_counts(rows, config)
     files = {
@@ -156,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = manifest["counts"]
     log.info("selected %d of %d candidates; per band %s; written to %s", counts["selected"], counts["candidates"],
              counts["per_band"], args.out)
+    if not counts["selected"]:
+        log.error("nothing selected (%s): selected.yaml is empty; keep other bands (--keep) or other candidates",
+                  counts["reasons"])
+        return 1
     return 0
 
 

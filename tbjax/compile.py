@@ -47,7 +47,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="also write the plan (bytes per device, compiler figures) here")
     parser.add_argument("--tpu-venv", type=Path, help=f"venv with jax[tpu] (default {DEFAULT_TPU_VENV})")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. train.row_len=65536")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)  # flags may sit among the overrides
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,8 +5,12 @@ or environment variables for settings.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import hashlib
 import json
+import types
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +34,10 @@ DEFAULT_CONFIG = CONFIG_DIR / "tiny-cpu.yaml"
 
 class ConfigError(ValueError):
     """A config file or override that cannot be used; the message names the key and the fix."""
+
+
+class MissingInputError(ConfigError):
+    """A file the config names is not on this machine (a cluster's path, planned with --dry-run on a laptop)."""
 
 
 class Section(BaseModel):
@@ -110,7 +118,7 @@ class EvaluateSection(Section):
 
 
 class RolloutSection(Section):
-    engine: Literal["embedded", "sglang"] = "sglang"
+    engine: Literal["embedded", "sglang"] = "embedded"  # sglang: rollouts from the servers in sglang_urls
     sglang_urls: list[str] = []
     slots: int = 64  # embedded engine: concurrent sequences
     max_len: int = 110_000  # embedded engine: tokens per sequence (the episode budget plus headroom)
@@ -126,6 +134,13 @@ class RolloutSection(Section):
     placement: Literal["disaggregated", "colocated"] = "disaggregated"
 
     @model_validator(mode="after")
+    def _sglang_needs_servers(self) -> RolloutSection:
+        if self.engine == "sglang" and not self.sglang_urls:
+            raise ValueError("rollout.engine=sglang needs rollout.sglang_urls, the servers' base URLs (e.g. "
+                             "'rollout.sglang_urls=[http://127.0.0.1:30000]'); or set rollout.engine=embedded")
+        return self
+
+    @model_validator(mode="after")
     def _colocation_needs_servers(self) -> RolloutSection:
         if self.placement == "colocated" and self.engine == "embedded":
             raise ValueError("placement=colocated hands the GPUs between the trainer and SGLang servers; the "
@@ -134,9 +149,18 @@ class RolloutSection(Section):
 
 
 class UserSection(Section):
-    kind: Literal["scripted", "llm"] = "llm"
+    # scripted: replies from the task's script, no model needed; llm: an LLM plays the user (the 27B configs)
+    kind: Literal["scripted", "llm"] = "scripted"
     endpoint: ChatEndpointConfig | None = None  # OpenAI-compatible; the API key comes from endpoint.api_key_env
     temperature: float = 0.3
+
+    @model_validator(mode="after")
+    def _llm_needs_an_endpoint(self) -> UserSection:
+        if self.kind == "llm" and self.endpoint is None:
+            raise ValueError("user.kind=llm needs user.endpoint (base_url, model, api_key_env), e.g. "
+                             "user.endpoint.base_url=http://127.0.0.1:8000/v1 user.endpoint.model=NAME; "
+                             "or set user.kind=scripted")
+        return self
 
 
 # train.* settings that watch a run without changing its trajectory (left out of the fingerprint)
@@ -275,5 +299,37 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Tr
     try:
         return TrainConfig.model_validate(tree)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}{_did_you_mean(e)}" for e in error.errors())
         raise ConfigError(f"invalid config ({file}): {problems}") from None
+
+
+_UNKNOWN_KEY = ("extra_forbidden", "unexpected_keyword_argument")
+
+
+def _did_you_mean(error: Any) -> str:
+    """' (did you mean train.steps?)' for an unknown key close to a known one of its section, else ''."""
+    if error["type"] not in _UNKNOWN_KEY:
+        return ""
+    *parents, leaf = map(str, error["loc"])
+    section: Any = TrainConfig
+    for name in parents:
+        section = _field_types(section).get(name)
+    close = difflib.get_close_matches(leaf, list(_field_types(section)), n=1)
+    return f" (did you mean {'.'.join([*parents, close[0]])}?)" if close else ""
+
+
+def _field_types(section: Any) -> dict[str, Any]:
+    """A config section's field names and types (a pydantic model or a dataclass; optional ones unwrapped)."""
+    if isinstance(section, type) and issubclass(section, BaseModel):
+        hints = {name: field.annotation for name, field in section.model_fields.items()}
+    elif dataclasses.is_dataclass(section):
+        hints = typing.get_type_hints(section)
+    else:
+        return {}
+    return {name: _unwrap_optional(t) for name, t in hints.items()}
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return next((a for a in typing.get_args(annotation) if a is not type(None)), annotation)
+    return annotation

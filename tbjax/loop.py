@@ -35,7 +35,7 @@ from rollout.groups import GroupScheduler
 from rollout.interpret import Interpreter
 from tbjax.checkpoint import Checkpointer
 from tbjax.colocate import Handover
-from tbjax.config import ConfigError, RolloutSection, TasksSection, TrainConfig
+from tbjax.config import ConfigError, MissingInputError, RolloutSection, TasksSection, TrainConfig
 from tbjax.engine import JaxEngine
 from tbjax.metrics_log import MetricsLog
 from tbjax.mismatch import MismatchAlarm, MismatchMeter
@@ -53,7 +53,12 @@ def train_split_tasks(config: TrainConfig) -> list[Task]:
     """The train split's tasks of `tasks.domains` and `tasks.templates` (None: all), benchmark tasks left out;
     a template name that is no train-split template of those domains is an error."""
     t = config.tasks
-    tasks = [task for task in load_tasks(split="train") if (t.domains is None or task.domain in t.domains)
+    every = load_tasks(split="train")
+    unknown_domains = sorted(set(t.domains or ()) - {task.domain for task in every})
+    if unknown_domains:
+        raise ConfigError(f"tasks.domains names {unknown_domains}, which are no built-in domains with training "
+                          f"tasks; choose from {sorted({task.domain for task in every})}")
+    tasks = [task for task in every if (t.domains is None or task.domain in t.domains)
              and not is_benchmark_task(task.id)]
     if t.templates is not None:
         known = {task.template for task in tasks}
@@ -68,6 +73,9 @@ def train_split_tasks(config: TrainConfig) -> list[Task]:
 def training_tasks(config: TrainConfig) -> list[Task]:
     tasks = train_split_tasks(config)
     if config.tasks.selected:
+        if not Path(config.tasks.selected).is_file():
+            raise MissingInputError(f"tasks.selected: {config.tasks.selected} does not exist; write it with "
+                              "`python -m rollout.select`, or drop tasks.selected to train on every task")
         wanted = yaml.safe_load(Path(config.tasks.selected).read_text())
         wanted = wanted.get("tasks", wanted) if isinstance(wanted, dict) else wanted
         by_id = {t.id: t for t in tasks}
@@ -129,9 +137,6 @@ class Run:
 def _user_factory(config: TrainConfig):
     if config.user.kind == "scripted":
         return ScriptedUser
-    if config.user.endpoint is None:
-        raise ConfigError("user.kind=llm needs user.endpoint (base_url, model, api_key_env); "
-                          "or set user.kind=scripted")
     client = ChatClient.from_config(config.user.endpoint)
     return functools.partial(LlmUser, client=client, temperature=config.user.temperature)
 
@@ -304,8 +309,6 @@ def _engine(config: TrainConfig, trainer: GRPOTrainer, state: TrainState, step: 
     if config.rollout.engine == "embedded":
         model = engine_model(trainer, state.params)
         return None if model is None else embedded_engine(model, config.rollout, str(step))
-    if not config.rollout.sglang_urls:
-        raise ConfigError("rollout.engine=sglang needs rollout.sglang_urls (the servers' base URLs)")
     return SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step)) if is_driver() else None
 
 

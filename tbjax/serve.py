@@ -241,13 +241,32 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.tp != 1:
         parser.error(f"--tp {args.tp}: tbjax.serve runs each server on one device; start several servers instead")
+    if not (args.model / "config.json").is_file():
+        parser.error(f"--model {args.model}: no HF model directory there (config.json missing)")
+    try:  # the port is taken before the model loads, which takes minutes at 27B
+        listener = _listening_socket(args.host, args.port)
+    except OSError as error:
+        parser.error(f"cannot listen on {args.host}:{args.port} ({error.strerror or error}); is a server already "
+                     "running there? Pick another --port or stop it")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from tbjax.models import from_pretrained
 
     engine = JaxEngine(from_pretrained(args.model, dtype=args.dtype), slots=args.slots, max_len=args.max_len,
                        weight_version=args.weight_version)
     app = build_app(engine, args.model, allowed_hosts=[*_bound_hosts(args.host), *args.allowed_hosts])
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(address)
+    except OSError:
+        listener.close()
+        raise
+    return listener
 
 
 if __name__ == "__main__":

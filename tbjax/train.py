@@ -22,8 +22,8 @@ from rollout.formats import count
 from tbjax.aot import abstract_trainer, update_shape
 from tbjax.checkpoint import ResumeError
 from tbjax.colocate import configure_xla_memory
-from tbjax.config import ConfigError, TrainConfig, load_config
-from tbjax.loop import run_training
+from tbjax.config import ConfigError, MissingInputError, TrainConfig, load_config
+from tbjax.loop import run_training, training_tasks
 from tbjax.memory_plan import estimate_update
 from tbjax.mesh import DistributedConfig, MeshError, initialize_distributed, parse_mesh_spec
 from tbjax.mesh_check import check_mesh_divides, checked_mesh
@@ -43,7 +43,7 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, bool]:
     parser.add_argument("--mesh", help="device mesh, e.g. 3x8 = hosts x local devices (data x fsdp)")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved config and memory plan, then exit")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.remat=none")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # flags may sit among the overrides
     overrides = list(args.overrides) + ([f"mesh.shape={args.mesh!r}"] if args.mesh else [])
     return load_config(args.config, overrides), args.dry_run
 
@@ -91,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("jax").setLevel(logging.WARNING)
     try:
         config, dry_run = parse_args(sys.argv[1:] if argv is None else argv)
+        try:  # the domains, templates and selection exist: known before any model loads
+            training_tasks(config)
+        except MissingInputError as error:
+            if not dry_run:
+                raise
+            console.print(f"[yellow]warning:[/yellow] {escape(str(error))} (the run needs it, --dry-run does not)")
         configure_xla_memory(config.rollout.placement)  # before JAX starts its backend
         distributed = DistributedConfig(config.mesh.coordinator_address, config.mesh.num_processes,
                                         config.mesh.process_id).merged_over(DistributedConfig.from_environment())

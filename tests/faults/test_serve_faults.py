@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -248,3 +250,18 @@ def test_a_caller_that_gave_up_does_not_stop_the_engine(engine):
         time.sleep(0.01)
     assert asyncio.run(engine.health())
     assert asyncio.run(engine.generate(PROMPT, SAMPLING)).finish_reason == "length"
+
+
+def test_a_taken_port_or_a_missing_model_is_refused_before_the_model_loads(model_dir, tmp_path):
+    """Both are known before loading the model (minutes at 27B): exit 2 naming the port or directory."""
+    serve = [sys.executable, "-m", "tbjax.serve"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = subprocess.run([*serve, "--model", str(model_dir), "--port", str(port)], capture_output=True,
+                              text=True, timeout=120)
+    assert busy.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in busy.stderr
+    missing = subprocess.run([*serve, "--model", str(tmp_path / "nowhere")], capture_output=True, text=True,
+                             timeout=120)
+    assert missing.returncode == 2 and "no HF model directory there" in missing.stderr

@@ -81,14 +81,31 @@ def test_restart_on_brings_every_server_back_on_the_new_model_path():
     assert [s.restarts for s in supervisor.servers] == [0, 0]  # deliberate: no crash budget spent
 
 
-def test_a_server_that_keeps_dying_stops_the_launch_after_its_restarts():
+def test_a_server_that_fails_its_first_start_stops_the_launch_without_restarts():
+    """A bad command, model or port fails the same way every time: no restarts, one clear error."""
     config = LaunchConfig(model_path="m", tp=1, servers=1, port=free_port(), gpus=("0",),
                           server_command=(sys.executable, "-c", "raise SystemExit(3)"),
                           poll_s=0.02, restart_backoff_s=0.01, max_restarts=2)
     supervisor = Supervisor(config)
-    with pytest.raises(LaunchError, match="exited with code 3 and has used all 2 restarts"):
+    with pytest.raises(LaunchError, match="exited with code 3 before it was ever healthy"):
         supervisor.start()
-    assert supervisor.servers[0].restarts == 2
+    assert supervisor.servers[0].restarts == 0
+
+
+def test_a_server_that_keeps_dying_stops_the_launch_after_its_restarts():
+    config = LaunchConfig(model_path="m", tp=1, servers=1, port=free_port(), gpus=("0",),
+                          server_command=tuple(command()), poll_s=0.02, restart_backoff_s=0.01, max_restarts=0)
+    supervisor = Supervisor(config)
+    try:
+        url = supervisor.start()[0]
+        os.kill(model_info(url)["pid"], signal.SIGKILL)
+        with pytest.raises(LaunchError, match="exited with code -9 and has used all 0 restarts"):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                supervisor.check()
+                time.sleep(0.02)
+    finally:
+        supervisor.stop()
 
 
 def test_cli_prints_urls_and_sigterm_stops_every_server():

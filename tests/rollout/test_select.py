@@ -155,6 +155,19 @@ def test_cli_writes_reproducible_outputs_and_excludes_system_errors(tmp_path):
     assert gated_rows["clinic/medium/000"]["reason"] == "failed_solvability_gate"  # 3 reference runs < 4
 
 
+def test_cli_refuses_to_judge_candidates_with_too_few_trials(tmp_path, caplog):
+    trials = write_trials(tmp_path / "base.jsonl", {"telecom/a/000": "PFP", "telecom/b/000": "PP"})
+    assert select_cli.main(["--from-trials", str(trials), "--out", str(tmp_path / "o")]) == 2
+    assert "no candidate has min_clean_runs=4 clean trials (the most any has: 3)" in caplog.text
+    assert not (tmp_path / "o" / "selected.yaml").exists()
+
+
+def test_cli_names_an_unknown_domain(tmp_path, caplog):
+    assert select_cli.main(["--engine", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                            "--domain", "airline", "--out", str(tmp_path / "o")]) == 2
+    assert "unknown domain 'airline'" in caplog.text and "telecom" in caplog.text
+
+
 def test_cli_rejects_unknown_keep_band(tmp_path):
     trials = write_trials(tmp_path / "base.jsonl", OUTCOMES)
     assert select_cli.main(["--from-trials", str(trials), "--out", str(tmp_path / "o"), "--keep", "medium,tough"]) == 2
@@ -165,9 +178,10 @@ def test_cli_runs_the_policy_when_given_an_engine(fake_openai, tmp_path):  # noq
     write_jsonl(load_tasks("telecom", "train")[:2], tasks_file)
     fake_openai.queue(*[Canned(text="Sorry, I cannot help with that.") for _ in range(6)])
     out = tmp_path / "sel"
+    # every candidate too hard: the outputs say so, and the exit code says nothing was selected
     assert select_cli.main(["--engine", "openai", "--base-url", fake_openai.base_url, "--model", "m", "--tasks",
                             str(tasks_file), "--n", "3", "--min-clean-runs", "3", "--concurrency", "1",
-                            "--out", str(out)]) == 0
+                            "--out", str(out)]) == 1
     rows = [json.loads(line) for line in (out / "aggregates.jsonl").read_text().splitlines()]
     assert [(r["n"], r["k"], r["band"]) for r in rows] == [(3, 0, "too_hard")] * 2
     assert len((out / "trials.jsonl").read_text().splitlines()) == 6 and len(fake_openai.requests) == 6

@@ -40,9 +40,10 @@ def test_plain_grpo_run_trains_checkpoints_and_exports(tmp_path):
 
 
 def test_dry_run_prints_resolved_config_and_memory_plan_for_a_mesh_without_devices(tmp_path):
-    result = run("--dry-run", "--mesh", "3x8", "model.remat=dots", cwd=tmp_path)
+    # flags among the overrides, as Hydra and maxtext users write them
+    result = run("model.remat=dots", "--mesh", "3x8", "train.steps=7", "--dry-run", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "shape: 3x8" in result.stdout and "remat: dots" in result.stdout
+    assert "shape: 3x8" in result.stdout and "remat: dots" in result.stdout and "steps: 7" in result.stdout
     assert "data=3 x fsdp=8 x tensor=1" in result.stdout and "per device" in result.stdout
 
 
@@ -58,6 +59,24 @@ def test_reference_config_dry_run_plans_27b_on_3x8(tmp_path):
             "peak 55.4 GB") in out
 
 
+def test_config_mistakes_that_need_no_model_fail_in_the_dry_run(monkeypatch):
+    """Unknown domains, a selection file that is not there, an LLM user without an endpoint and SGLang without
+    servers are reported by --dry-run, and by a real run before it loads any model."""
+    for override, message in [("tasks.domains=[airline]", "tasks.domains names ['airline']"),
+                              ("user.kind=llm", "user.kind=llm needs user.endpoint"),
+                              ("rollout.engine=sglang", "rollout.engine=sglang needs rollout.sglang_urls")]:
+        recorder = Console(record=True, width=400)
+        monkeypatch.setattr(train, "console", recorder)
+        assert train.main(["--dry-run", override]) == 2
+        assert message in recorder.export_text(), override
+    # a missing file: a dry run warns (it may plan a cluster's run on a laptop), a real run stops before loading
+    for dry_run, code in ((["--dry-run"], 0), ([], 2)):
+        recorder = Console(record=True, width=400)
+        monkeypatch.setattr(train, "console", recorder)
+        assert train.main([*dry_run, "tasks.selected=nowhere.yaml"]) == code
+        assert "tasks.selected: nowhere.yaml does not exist" in recorder.export_text()
+
+
 def test_mesh_that_does_not_fit_the_machine_is_a_clear_error(tmp_path):
     result = run("--mesh", "3x8", cwd=tmp_path)
     assert result.returncode == 2
@@ -69,6 +88,11 @@ def test_bad_overrides_name_the_key():
         load_config(overrides=["model.remat=sometimes"])
     with pytest.raises(ConfigError, match="model.colour: Extra inputs are not permitted"):
         load_config(overrides=["model.colour=blue"])
+    # a typo names the key it was probably meant to be, in pydantic sections, dataclass sections and nested ones
+    for typo, meant in [("train.stepz=3", "train.steps"), ("trian.steps=3", "train"),
+                        ("grpo.kl_cof=0.1", "grpo.kl_coef"), ("user.endpoint.base_ulr=x", "user.endpoint.base_url")]:
+        with pytest.raises(ConfigError, match=f"did you mean {meant}\\?"):
+            load_config(overrides=[typo])
     with pytest.raises(ConfigError, match="is not key=value"):
         load_config(overrides=["model.remat"])
     with pytest.raises(ConfigError, match="does not exist"):
