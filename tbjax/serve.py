@@ -117,7 +117,7 @@ def build_app(engine: JaxEngine, model_dir: Path, allowed_hosts: Sequence[str] =
     async def generate(request: Request) -> JSONResponse:
         body = GenerateBody.model_validate_json(await request.body(), context=limits.context)
         sampling = (body.sampling_params or SamplingBody()).to_sampling()
-        result = await engine.generate(body.input_ids, sampling, session_id=body.rid)
+        result = await engine.generate(body.input_ids, sampling)  # a rid names one request, not a session
         finish: dict[str, Any] = {"type": result.finish_reason}
         if result.finish_reason == "stop":
             finish["matched"] = result.output_ids[-1]
