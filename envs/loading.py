@@ -19,7 +19,7 @@ from envs.errors import InvalidTaskError
 from envs.golden import initial_sandbox, run_golden_path
 from envs.judges.rules import check_rule
 from envs.precision import with_precision_rubric
-from envs.registry import builtin_domains, get_domain
+from envs.registry import get_domain, known_domains
 from envs.tasks import Split, Task, TaskKind
 from envs.templates import GenContext
 
@@ -101,7 +101,7 @@ def _check_unique(tasks: Iterable[Task]) -> None:
 
 @cache
 def domain_tasks(name: str) -> tuple[Task, ...]:
-    """All sealed tasks of one built-in domain (cached for the process)."""
+    """All sealed tasks of one known domain, by name (cached for the process)."""
     domain = get_domain(name)
     tasks = [seal(domain, task) for task in generate(domain)]
     _check_unique(tasks)
@@ -109,25 +109,38 @@ def domain_tasks(name: str) -> tuple[Task, ...]:
 
 
 def load_tasks(domain: str | None = None, split: Split | str | None = None) -> list[Task]:
-    """Sealed tasks of one built-in domain (or all), optionally of one split."""
-    names = [domain] if domain else list(builtin_domains())
+    """Sealed tasks of one domain (a name or a "module:attr" reference, see envs.registry) or of every known
+    domain, optionally of one split."""
+    names = [get_domain(domain).name] if domain else list(known_domains())
     wanted = Split(split) if split else None
     return [t for name in names for t in domain_tasks(name) if wanted is None or t.split == wanted]
 
 
-def read_jsonl(path: str | Path) -> list[Task]:
-    """Tasks from a JSONL file (one Task per line), sealed against their built-in domains."""
+def task_records(path: str | Path) -> list[Task]:
+    """The tasks of a JSONL file (one Task per line) as written, not sealed: what a caller may filter before
+    paying for sealing, or refuse by id before their domains must be known."""
     tasks = []
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            task = Task.model_validate_json(line)
+            tasks.append(Task.model_validate_json(line))
         except ValueError as exc:
             raise InvalidTaskError(f"{path}:{number}", f"not a valid Task record: {exc}") from exc
-        tasks.append(seal(get_domain(task.domain), task))
-    _check_unique(tasks)
     return tasks
+
+
+def seal_tasks(tasks: Iterable[Task]) -> list[Task]:
+    """`tasks` sealed against the domains their `Task.domain` names (built-in, installed, or loaded by
+    reference in this process), each id and content once."""
+    sealed = [seal(get_domain(task.domain), task) for task in tasks]
+    _check_unique(sealed)
+    return sealed
+
+
+def read_jsonl(path: str | Path) -> list[Task]:
+    """Tasks from a JSONL file (one Task per line), sealed against their domains."""
+    return seal_tasks(task_records(path))
 
 
 def write_jsonl(tasks: Iterable[Task], path: str | Path) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs import Task, builtin_domains, load_tasks, read_jsonl
+from envs import Task, get_domain, load_tasks, read_jsonl
 from rollout.evaluation.engines import add_engine_flags, trial_runner_from_flags
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.report import markdown_report, write_plots
@@ -73,13 +73,14 @@ async def evaluate(tasks: Sequence[Task], runner: TrialRunner, *, out: str | Pat
 
 
 def select_tasks(args: argparse.Namespace) -> list[Task]:
+    """The tasks to run: those of --tasks, or the --split tasks the domains generate; of the --domain domains
+    only (default: every known one). A --domain is a name or a "module:attr" reference to a Domain of your
+    own, loaded first so that a file of its tasks can be read."""
+    names = [get_domain(domain).name for domain in args.domain or ()]
     if args.tasks:
-        tasks = read_jsonl(args.tasks)
+        tasks = [t for t in read_jsonl(args.tasks) if not names or t.domain in names]
     else:
-        unknown = sorted(set(args.domain or ()) - set(builtin_domains()))
-        if unknown:
-            raise ValueError(f"unknown domain {unknown[0]!r} (--domain); built-in domains: {sorted(builtin_domains())}")
-        tasks = [t for d in args.domain or [None] for t in load_tasks(domain=d, split=args.split)]
+        tasks = [t for d in names or [None] for t in load_tasks(domain=d, split=args.split)]
     if args.limit is not None:
         tasks = tasks[:args.limit]
     if not tasks:

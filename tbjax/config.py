@@ -77,8 +77,18 @@ class RunSection(Section):
 
 
 class TasksSection(Section):
+    # Where the tasks come from: `file` if set, else the tasks the known domains generate. Either way the same
+    # filters apply, in this order: `domains`, then (train split only) `templates`, then `selected`; the
+    # train split trains, the heldout split is evaluation's (evaluate.heldout: templates). A benchmark task
+    # (envs.thinkingbox.is_benchmark_task) is refused wherever it comes from.
+    # file: a JSONL of your own tasks, one envs.Task per line (envs.write_jsonl writes it), sealed on load
+    # against the domains their `domain` field names; None: the domains' own tasks
+    file: str | None = None
     selected: str | None = None  # selected.yaml from `python -m rollout.select`; None: every train-split task
-    domains: list[str] | None = None  # built-in domains to draw from; None: all
+    # domains to draw from (None: all): built-in or installed (entry points of the group tbjax.domains) by
+    # name, or "module:attr" naming a Domain object of your own (loaded first: a tasks file may then hold
+    # its tasks); with `file`, the file's tasks of these domains
+    domains: list[str] | None = None
     # train-split templates to draw from (None: all of the domains'); warm start, selection, GRPO and the
     # held-out instances see only these; the heldout split's templates are not filtered
     templates: list[str] | None = None

@@ -24,8 +24,10 @@ import grain
 import yaml
 from flax import nnx
 
-from envs import Task, load_tasks, open_session
+from envs import DomainError, InvalidTaskError, Split, Task, load_tasks, open_session
 from envs.chat_endpoint import ChatClient
+from envs.loading import seal_tasks, task_records
+from envs.registry import domain_name
 from envs.thinkingbox import is_benchmark_task
 from envs.users.llm import LlmUser
 from envs.users.scripted import ScriptedUser
@@ -49,28 +51,63 @@ from tbjax.train_step import GRPOTrainer, TrainState
 log = logging.getLogger(__name__)
 
 
+def task_pool(section: TasksSection, split: Split) -> tuple[list[str] | None, list[Task]]:
+    """(tasks.domains as domain names, None for all; every `split` task to choose from): tasks.file's, else
+    those of every known domain. A "module:attr" entry of tasks.domains is loaded first, so that its domain's
+    tasks load and their sessions open; a benchmark task is refused."""
+    try:
+        names = None if section.domains is None else [domain_name(entry) for entry in section.domains]
+    except DomainError as error:
+        raise ConfigError(f"tasks.domains: {error}") from error
+    if section.file:
+        return names, _file_tasks(Path(section.file), split)
+    return names, _refuse_benchmark(load_tasks(split=split), "the known domains")
+
+
+def _file_tasks(path: Path, split: Split) -> list[Task]:
+    """tasks.file's `split` tasks, sealed against their domains; a benchmark task of either split is refused."""
+    if not path.is_file():
+        raise MissingInputError(f"tasks.file: {path} does not exist; write your tasks there (envs.write_jsonl, one "
+                                "Task per line), or drop tasks.file to train on the domains' own tasks")
+    try:
+        records = _refuse_benchmark(task_records(path), f"tasks.file {path}")
+        return seal_tasks(task for task in records if task.split == split)
+    except (DomainError, InvalidTaskError) as error:
+        raise ConfigError(f"tasks.file {path}: {error}") from error
+
+
+def _refuse_benchmark(tasks: list[Task], source: str) -> list[Task]:
+    """`tasks`, none of which may be a benchmark task: those are evaluation-only."""
+    banned = [t.id for t in tasks if is_benchmark_task(t.id)]
+    if banned:
+        raise ConfigError(f"benchmark task {banned[0]} (in {source}) is evaluation-only and must never be trained "
+                          "on; remove it")
+    return tasks
+
+
 def train_split_tasks(config: TrainConfig) -> list[Task]:
-    """The train split's tasks of `tasks.domains` and `tasks.templates` (None: all), benchmark tasks left out;
-    a template name that is no train-split template of those domains is an error."""
+    """The train split's tasks of `tasks.domains` and `tasks.templates` (None: all), from tasks.file or the
+    known domains; a domain or template name that selects no train-split task is an error."""
     t = config.tasks
-    every = load_tasks(split="train")
-    unknown_domains = sorted(set(t.domains or ()) - {task.domain for task in every})
+    names, every = task_pool(t, Split.TRAIN)
+    unknown_domains = sorted(set(names or ()) - {task.domain for task in every})
     if unknown_domains:
-        raise ConfigError(f"tasks.domains names {unknown_domains}, which are no built-in domains with training "
-                          f"tasks; choose from {sorted({task.domain for task in every})}")
-    tasks = [task for task in every if (t.domains is None or task.domain in t.domains)
-             and not is_benchmark_task(task.id)]
+        source = f"tasks.file {t.file}" if t.file else "the known domains"
+        raise ConfigError(f"tasks.domains names {unknown_domains}, which have no train-split tasks in {source}; "
+                          f"choose from {sorted({task.domain for task in every})}, or set tasks.domains=null")
+    tasks = [task for task in every if names is None or task.domain in names]
     if t.templates is not None:
         known = {task.template for task in tasks}
         unknown = sorted(set(t.templates) - known)
         if unknown:
             raise ConfigError(f"tasks.templates names {unknown}, not train-split templates of the domains "
-                              f"{t.domains or 'all'}; choose from {sorted(known)}")
+                              f"{t.domains or 'all'}; choose from {sorted(known)}, or set tasks.templates=null")
         tasks = [task for task in tasks if task.template in t.templates]
     return tasks
 
 
 def training_tasks(config: TrainConfig) -> list[Task]:
+    """The tasks GRPO draws from: train_split_tasks, narrowed to tasks.selected's ids when given."""
     tasks = train_split_tasks(config)
     if config.tasks.selected:
         if not Path(config.tasks.selected).is_file():
@@ -85,11 +122,8 @@ def training_tasks(config: TrainConfig) -> list[Task]:
                               f"of the configured domains and templates (e.g. {missing[0]}); re-run "
                               "rollout.select")
         tasks = [by_id[i] for i in wanted]
-    banned = [t.id for t in tasks if is_benchmark_task(t.id)]
-    if banned:
-        raise ConfigError(f"benchmark task {banned[0]} is evaluation-only and must never be trained on")
     if not tasks:
-        raise ConfigError("no training tasks: check tasks.domains and tasks.selected")
+        raise ConfigError("no training tasks: check tasks.file, tasks.domains, tasks.templates and tasks.selected")
     return tasks
 
 

@@ -30,8 +30,7 @@ import numpy as np
 import yaml
 from rich.console import Console
 
-from envs import Task, load_tasks
-from envs.thinkingbox import is_benchmark_task
+from envs import Split, Task
 from rollout.compare import write_comparison
 from rollout.decisions import decision_rows
 from rollout.evaluate import evaluate
@@ -41,9 +40,9 @@ from rollout.interpret import Interpreter
 from rollout.plots import learning_curves_png, read_steps, warm_start_png
 from rollout.records import atomic_write, read_records
 from rollout.select import run_selection
-from tbjax.config import ConfigError, RunSection, TrainConfig
+from tbjax.config import ConfigError, RunSection, TasksSection, TrainConfig
 from tbjax.engine import JaxEngine
-from tbjax.loop import embedded_engine, run_training, session_opener, train_split_tasks, training_tasks
+from tbjax.loop import embedded_engine, run_training, session_opener, task_pool, train_split_tasks, training_tasks
 from tbjax.mesh_check import checked_mesh
 from tbjax.model_source import resolve_model_dir
 from tbjax.models import ModelConfig, Qwen, from_pretrained
@@ -76,10 +75,10 @@ class StageClock:
         atomic_write(self.path, json.dumps(self.seconds, indent=2))
 
 
-def heldout_split_tasks(domains: list[str] | None) -> list[Task]:
-    """The heldout split's built-in tasks in `domains` (None: all), ThinkingBox's benchmark left out."""
-    return [t for t in load_tasks(split="heldout") if (domains is None or t.domain in domains)
-            and not is_benchmark_task(t.id)]
+def heldout_split_tasks(section: TasksSection) -> list[Task]:
+    """The heldout split's tasks of `tasks.domains` (None: all), from tasks.file or the known domains."""
+    names, pool = task_pool(section, Split.HELDOUT)
+    return [t for t in pool if names is None or t.domain in names]
 
 
 def sample_tasks(pool: list[Task], count: int, seed: int) -> list[Task]:
@@ -106,7 +105,7 @@ def split_heldout(config: TrainConfig) -> tuple[list[Task], list[Task]]:
     e = config.evaluate
     train = train_split_tasks(config)
     if e.heldout == "templates":
-        return train, sample_tasks(heldout_split_tasks(config.tasks.domains), e.tasks, e.seed)
+        return train, sample_tasks(heldout_split_tasks(config.tasks), e.tasks, e.seed)
     heldout = sample_tasks(train, e.tasks, e.seed)
     held = {t.id for t in heldout}
     return [t for t in train if t.id not in held], heldout
@@ -117,7 +116,7 @@ def heldout_templates(config: TrainConfig) -> list[Task]:
     e = config.evaluate
     if e.heldout != "instances" or not e.templates_tasks:
         return []
-    return sample_tasks(heldout_split_tasks(config.tasks.domains), e.templates_tasks, e.seed)
+    return sample_tasks(heldout_split_tasks(config.tasks), e.templates_tasks, e.seed)
 
 
 def without_heldout(tasks: list[Task], heldout: list[Task]) -> list[Task]:

@@ -1,0 +1,94 @@
+"""Domains of your own, without editing this repository: one loaded by "module:attr" runs oracle episodes
+through rollout.evaluate's task selection and the episode loop; installed through an entry point it appears
+beside the built-in domains by name and its sessions open; a name two sources claim is an error naming both."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import envs
+from envs import DomainError, UnknownDomainError, known_domains, load_tasks, open_session, write_jsonl
+from rollout.episode import EpisodeConfig
+from rollout.evaluate import parse_args, select_tasks
+from rollout.interpret import Interpreter
+from rollout.oracle import demonstrations
+from tbjax.assets.tokenizer import BASE_CORPUS, save_tokenizer, train_tokenizer
+from tests.envs.external_domain import NAME, PACKAGE, REFERENCE, external_domain, forget_references, golden_verdict
+
+LIMITS = EpisodeConfig(max_turns=6, max_tokens_per_turn=256, token_budget=4000)
+
+
+@pytest.fixture
+def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    with external_domain(tmp_path, monkeypatch) as root:
+        yield root
+
+
+@pytest.fixture
+def installed_shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    with external_domain(tmp_path, monkeypatch, entry_points=(f"{NAME} = {REFERENCE}",)) as root:
+        yield root
+
+
+def test_a_domain_named_by_reference_runs_episodes_from_evaluate_task_selection(shop: Path, tmp_path: Path) -> None:
+    assert NAME not in known_domains()
+    tasks = select_tasks(parse_args(["--out", str(tmp_path / "eval"), "--domain", REFERENCE, "--split", "train"]))
+    assert [t.id for t in tasks] == [f"{NAME}/ask_price/{i:03d}" for i in range(3)]
+    assert known_domains()[NAME] is envs.get_domain(REFERENCE)  # by name from now on: what task.domain holds
+    interpreter = Interpreter.from_pretrained(save_tokenizer(train_tokenizer(BASE_CORPUS), tmp_path / "tokenizer"))
+    passed, failed = asyncio.run(demonstrations(tasks, interpreter, open_session, LIMITS))
+    assert failed == [] and [r.trajectory.task_id for r in passed] == [t.id for t in tasks]
+    assert all(r.trajectory.termination == "agent_done" and r.trajectory.reward == 1.0 for r in passed)
+
+
+def test_a_file_of_its_tasks_reads_in_a_process_that_names_the_reference(shop: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "tasks.jsonl"
+    write_jsonl(load_tasks(REFERENCE), path)
+    forget_references(monkeypatch)  # a fresh process: the file records the domain's name, not where it lives
+    with pytest.raises(UnknownDomainError, match=f"unknown domain '{NAME}'.*'module:attr'"):
+        select_tasks(parse_args(["--out", str(tmp_path / "e"), "--tasks", str(path)]))
+    tasks = select_tasks(parse_args(["--out", str(tmp_path / "e"), "--tasks", str(path), "--domain", REFERENCE]))
+    assert {t.template for t in tasks} == {"ask_price", "ask_name"} and len(tasks) == 5
+    verdict = asyncio.run(golden_verdict(tasks[-1]))
+    assert verdict.passed, verdict.report()
+
+
+def test_an_installed_domain_appears_beside_the_built_in_ones(installed_shop: Path) -> None:
+    known = known_domains()
+    assert {"library", "telecom", NAME} <= set(known)
+    tasks = load_tasks(NAME, split="heldout")
+    assert [t.id for t in tasks] == [f"{NAME}/ask_name/000", f"{NAME}/ask_name/001"]
+    verdict = asyncio.run(golden_verdict(tasks[0]))
+    assert verdict.passed, verdict.report()
+    assert envs.get_domain(REFERENCE) is known[NAME]  # the same Domain by reference: no clash
+
+
+def test_an_entry_point_claiming_a_built_in_name_is_an_error_naming_both(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    with external_domain(tmp_path, monkeypatch, entry_points=(f"library = {PACKAGE}:CLASH",)):
+        with pytest.raises(DomainError, match=r"two domains are named 'library': the built-in domain "
+                                              rf"envs/domains/library and the entry point library = {PACKAGE}:CLASH "
+                                              r"of group 'tbjax.domains' \(from tiny-shop\)"):
+            envs.get_domain("telecom")
+
+
+def test_a_reference_claiming_a_built_in_name_is_an_error_naming_both(shop: Path) -> None:
+    with pytest.raises(DomainError, match=rf"the built-in domain envs/domains/library and the domain "
+                                          rf"'{PACKAGE}:CLASH' loaded by reference; rename one"):
+        envs.get_domain(f"{PACKAGE}:CLASH")
+
+
+@pytest.mark.parametrize(("reference", "message"), [
+    (f"{PACKAGE}:NOPE", "has no attribute 'NOPE'"),
+    ("no_such_package:DOMAIN", "cannot import it .*install its package"),
+    (f"{PACKAGE}:populate", "is a function, not a Domain"),
+    (f"{PACKAGE}:", "must read 'module:attr'"),
+])
+def test_a_reference_that_names_no_domain_says_why(shop: Path, reference: str, message: str) -> None:
+    with pytest.raises(UnknownDomainError, match=message):
+        envs.get_domain(reference)
