@@ -77,6 +77,18 @@ def test_config_mistakes_that_need_no_model_fail_in_the_dry_run(monkeypatch):
         assert "tasks.selected: nowhere.yaml does not exist" in recorder.export_text()
 
 
+def test_one_node_8b_config_plans_within_an_h100(monkeypatch):
+    """configs/qwen3-8b-1x8.yaml, planned on a laptop: its cluster paths are warnings, its plan what it says."""
+    recorder = Console(record=True, width=400)
+    monkeypatch.setattr(train, "console", recorder)
+    assert train.main(["--config", str(REPO / "configs/qwen3-8b-1x8.yaml"), "--dry-run"]) == 0
+    out = recorder.export_text()
+    assert "8.2B parameters" in out and "data=1 x fsdp=1 x tensor=8" in out and "placement: colocated" in out
+    assert "backward pass: parameters 2.0 GB + optimizer state in host memory + gradients 6.1 GB + activations " \
+           "9.5 GB = 17.7 GB" in out and "peak 17.7 GB" in out
+    assert "warning: tasks.selected: runs/selection/selected.yaml does not exist" in out
+
+
 def test_mesh_that_does_not_fit_the_machine_is_a_clear_error(tmp_path):
     result = run("--mesh", "3x8", cwd=tmp_path)
     assert result.returncode == 2
