@@ -97,7 +97,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true", help="continue out/trials.jsonl, skipping recorded trials")
     p.add_argument("--from-trials", type=Path, help="no episodes: recompute the reports from these records")
     p.add_argument("--prices", type=Path, help="price table YAML (default configs/prices.yaml)")
-    p.add_argument("--domain", action="append", help="a domain: a built-in or installed one by name, or module:attr (repeatable; default: all)")
+    p.add_argument("--domain", action="append",
+                   help="a domain: a built-in or installed one by name, or module:attr (repeatable; default: all)")
     p.add_argument("--split", default="heldout", help="train or heldout (default heldout)")
     p.add_argument("--tasks", type=Path, help="a JSONL file of tasks instead of the domains' own")
     p.add_argument("--limit", type=int, help="only the first N tasks")

@@ -112,7 +112,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--n", type=int, default=8, help="trials per candidate when running the policy")
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--resume", action="store_true", help="continue out/trials.jsonl")
-    p.add_argument("--domain", action="append", help="a candidate domain: a built-in or installed one by name, or module:attr (repeatable; default: all)")
+    p.add_argument("--domain", action="append", help="a candidate domain: a built-in or installed one by name, "
+                   "or module:attr (repeatable; default: all)")
     p.add_argument("--split", default="train")
     p.add_argument("--tasks", type=Path, help="a JSONL file of candidate tasks")
     p.add_argument("--limit", type=int, help="only the first N candidates")
