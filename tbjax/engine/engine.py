@@ -43,14 +43,11 @@ class JaxEngine:
         self.graphdef, self.state = nnx.split(model)
         self.max_len = max_len
         self.prefill_chunk = prefill_chunk  # long prompts run in chunks: attention memory ~ chunk x length
-        # deterministic: a request's tokens depend only on the request (seeded) and its session's earlier
-        # turns, never on what else runs: a session reuses only its own slot's cache (the slot table's
-        # session ownership; `end_session` frees it) and decode attends over the whole cache (the reduction's
-        # shape never changes). For bitwise-reproducible training runs.
+        # deterministic: a request's tokens depend only on the request (seeded) and its session's earlier turns:
+        # a session reuses only its own slot's cache (SlotTable's ownership, freed by `end_session`) and decode
+        # attends over the whole cache (the reduction's shape never changes). For bitwise-reproducible runs.
         self.deterministic = deterministic
-        # deterministic mode: how long requests wait for a slot that idle sessions hold before the least
-        # recently used loses it (only a client that never ends its sessions gets there)
-        self.session_hold_s = session_hold_s
+        self.session_hold_s = session_hold_s  # SlotTable.admit: for clients that never end their sessions
         # tokens sampled per decode call (see device_step.decode); 1 admits waiting requests between tokens
         if decode_steps < 1:
             raise ValueError(f"decode_steps must be >= 1, got {decode_steps}")
