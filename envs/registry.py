@@ -15,6 +15,7 @@ One name, one domain: two sources giving one name to different Domain objects is
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -91,6 +92,15 @@ def domain_name(name: str) -> str:
     """The name a domain entry stands for: a plain name as given (the caller says what it expected of it), the
     name of the domain a "module:attr" reference loads."""
     return get_domain(name).name if ":" in name else name
+
+
+def domain_argument(value: str) -> str:
+    """argparse `type=` of a --domain flag: the name of a known domain, or of the one a "module:attr" reference
+    loads; anything else is a usage error naming the known domains and how to add one."""
+    try:
+        return get_domain(value).name
+    except DomainError as error:
+        raise argparse.ArgumentTypeError(error.args[0]) from None
 
 
 def _registered() -> dict[str, _Found]:

@@ -18,12 +18,13 @@ import argparse
 
 from envs.loading import load_tasks
 from envs.mcp_server import build_server, build_session_server
-from envs.registry import builtin_domains, get_domain
+from envs.registry import domain_argument, get_domain
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m envs.serve", description=__doc__.splitlines()[0])
-    parser.add_argument("--domain", required=True, choices=sorted(builtin_domains()))
+    parser.add_argument("--domain", required=True, type=domain_argument,
+                        help="a known domain by name, or module:attr naming a Domain of your own")
     parser.add_argument("--task", help="start from this task's initial state (id as in load_tasks)")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1")

@@ -1,6 +1,6 @@
-"""Validate built-in domains: every task's golden path must pass through the real MCP tools.
+"""Validate domains: every task's golden path must pass through the real MCP tools.
 
-    python -m envs.validate [--domain X]
+    python -m envs.validate [--domain X]   # X: a built-in or installed domain, or module:attr
 
 For each domain: task counts by kind and split; the oracle agent (golden path through the in-process MCP
 client, then the reference answer) must pass 100%; the do-nothing agent must pass exactly the tasks whose
@@ -23,7 +23,7 @@ from rich.table import Table
 from envs.errors import InvalidTaskError
 from envs.judges.rules import check_rule
 from envs.loading import load_tasks
-from envs.registry import builtin_domains
+from envs.registry import domain_argument, known_domains
 from envs.session import open_session
 from envs.tasks import Split, Task, TaskKind
 
@@ -125,9 +125,10 @@ def render(reports: list[DomainReport], console: Console) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m envs.validate", description=__doc__.splitlines()[0])
-    parser.add_argument("--domain", choices=sorted(builtin_domains()), help="validate one domain (default: all)")
+    parser.add_argument("--domain", type=domain_argument,
+                        help="validate one domain: a known one by name, or module:attr (default: every known one)")
     args = parser.parse_args(argv)
-    names = [args.domain] if args.domain else list(builtin_domains())
+    names = [args.domain] if args.domain else list(known_domains())
     reports = [asyncio.run(validate_domain(name)) for name in names]
     render(reports, Console(width=200))
     total = sum(len(r.tasks) for r in reports)

@@ -176,7 +176,7 @@ def _user_factory(config: TrainConfig):
 
 
 def session_opener(config: TrainConfig) -> SessionOpener:
-    """Opens built-in domain sessions with the configured user simulator and prompt style."""
+    """Opens sessions of any known domain with the configured user simulator and prompt style."""
     return functools.partial(open_session, user=_user_factory(config), prompt=config.tasks.prompt)
 
 

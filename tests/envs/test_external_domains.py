@@ -12,6 +12,7 @@ import pytest
 
 import envs
 from envs import DomainError, UnknownDomainError, known_domains, load_tasks, open_session, write_jsonl
+from envs.validate import main as validate_main
 from rollout.episode import EpisodeConfig
 from rollout.evaluate import parse_args, select_tasks
 from rollout.interpret import Interpreter
@@ -92,3 +93,13 @@ def test_a_reference_claiming_a_built_in_name_is_an_error_naming_both(shop: Path
 def test_a_reference_that_names_no_domain_says_why(shop: Path, reference: str, message: str) -> None:
     with pytest.raises(UnknownDomainError, match=message):
         envs.get_domain(reference)
+
+
+def test_envs_validate_checks_a_domain_given_by_reference(shop: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert validate_main(["--domain", REFERENCE]) == 0
+    out = capsys.readouterr().out
+    assert "5 valid tasks in 1 domain(s); all checks passed" in out and NAME in out
+    with pytest.raises(SystemExit) as usage:
+        validate_main(["--domain", "airline"])
+    assert usage.value.code == 2
+    assert "unknown domain 'airline'" in capsys.readouterr().err
