@@ -130,8 +130,8 @@ class EvaluateSection(Section):
 class RolloutSection(Section):
     engine: Literal["embedded", "sglang"] = "embedded"  # sglang: rollouts from the servers in sglang_urls
     sglang_urls: list[str] = []
-    slots: int = 64  # embedded engine: concurrent sequences
-    max_len: int = 110_000  # embedded engine: tokens per sequence (the episode budget plus headroom)
+    slots: int = 16  # embedded engine: concurrent sequences
+    max_len: int = 32_768  # embedded engine: tokens per sequence, at least the episode's token budget
     prefill_chunk: int = 512
     # embedded engine: tokens each decode call samples per row. Fewer waste less after a row stops mid-call
     # and let finished turns' next requests in sooner; more pay the per-call cost less often
@@ -183,7 +183,7 @@ SAVE_SETTINGS = ("checkpoint_every", "keep_checkpoints")
 
 class TrainSection(Section):
     steps: int = 50
-    row_len: int = 110_000  # packed row width: at least the episode token budget
+    row_len: int = 32_768  # packed row width: at least the episode token budget
     micro_batch_rows: int = 1  # packed rows per device per micro-batch: bounds activation memory
     logprob_chunk: int = 8192
     checkpoint_every: int = 5
@@ -237,7 +237,8 @@ class TrainConfig(Section):
     tasks: TasksSection = TasksSection()
     rollout: RolloutSection = RolloutSection()
     user: UserSection = UserSection()
-    episode: EpisodeConfig = EpisodeConfig()
+    # small and safe where nothing says otherwise: 32k-token episodes (the 27B reference sets the seed's 106k)
+    episode: EpisodeConfig = EpisodeConfig(max_tokens_per_turn=4096, token_budget=32_000)
     groups: GroupConfig = GroupConfig()
     grpo: LossConfig = LossConfig()
     optim: OptimConfig = OptimConfig()
@@ -245,6 +246,20 @@ class TrainConfig(Section):
     warm_start: WarmStartConfig = WarmStartConfig()
     select: SelectSection = SelectSection()
     evaluate: EvaluateSection = EvaluateSection()
+
+    @model_validator(mode="after")
+    def _episodes_fit(self) -> TrainConfig:
+        """An episode may reach episode.token_budget tokens: the trainer's packed rows and the embedded
+        engine's sequences must hold one, or the run would fail at its first long episode."""
+        budget = self.episode.token_budget
+        if self.train.row_len < budget:
+            raise ValueError(f"train.row_len={self.train.row_len} is shorter than episode.token_budget={budget}: "
+                             f"an episode must fit one packed row; set train.row_len >= {budget} or lower the budget")
+        if self.rollout.engine == "embedded" and self.rollout.max_len < budget:
+            raise ValueError(f"rollout.max_len={self.rollout.max_len} is shorter than episode.token_budget={budget}: "
+                             f"the embedded engine must hold a whole episode; set rollout.max_len >= {budget} or "
+                             "lower the budget")
+        return self
 
     @model_validator(mode="after")
     def _objective_can_act(self) -> TrainConfig:

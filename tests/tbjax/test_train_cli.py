@@ -124,3 +124,17 @@ def test_the_plan_gives_the_tiny_models_size_in_thousands(tiny_dir, monkeypatch)
     monkeypatch.setattr(train, "console", recorder)
     train.print_plan(load_config(), ModelConfig.from_pretrained(tiny_dir("qwen3")))
     assert "model: qwen3, 492.0K parameters" in recorder.export_text()
+
+
+def test_a_config_of_your_own_gets_small_defaults_and_its_episodes_must_fit(tmp_path):
+    own = tmp_path / "own.yaml"
+    own.write_text("model:\n  path: /checkpoints/qwen3-8b\n")
+    config = load_config(str(own))
+    assert (config.train.row_len, config.rollout.max_len, config.episode.token_budget) == (32_768, 32_768, 32_000)
+    assert (config.rollout.engine, config.rollout.slots, config.user.kind) == ("embedded", 16, "scripted")
+    with pytest.raises(ConfigError, match="train.row_len=16384 is shorter than episode.token_budget=32000"):
+        load_config(str(own), ["train.row_len=16384"])
+    with pytest.raises(ConfigError, match="rollout.max_len=8192 is shorter than episode.token_budget=32000"):
+        load_config(str(own), ["rollout.max_len=8192"])
+    assert load_config(str(own), ["rollout.max_len=8192", "rollout.engine=sglang",  # servers hold their own
+                                  "rollout.sglang_urls=[http://127.0.0.1:30000]"]).rollout.max_len == 8192
