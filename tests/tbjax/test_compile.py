@@ -64,7 +64,8 @@ def test_cpu_3x8_target_compiles_the_update_and_decode_step_of_a_tiny_config(tmp
     record = tmp_path / "plan.json"
     code = compile_cli.main([
         "--config", str(REPO / "configs/tiny-cpu.yaml"), "--target", "cpu:3x8", "--mesh", "3x8", "--json",
-        str(record), "model.path=/absent", TINY_ARCHITECTURE, "train.row_len=128", "train.micro_batch_rows=1",
+        str(record), "model.path=/absent", TINY_ARCHITECTURE, "train.row_len=128", "episode.token_budget=128",
+        "train.micro_batch_rows=1",
         "groups.groups=2", "groups.group_size=4", "rollout.slots=24", "rollout.max_len=128",
         "train.reference_placement=host"])  # the KL reference waits in host memory: not resident
     out = capsys.readouterr().out
