@@ -231,8 +231,9 @@ async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, An
         update: dict[str, Any] = {"skipped": True}
     else:
         await run.handover.to_trainer(run)
-        mismatch = run.mismatch(run.state.params, packed) if run.mismatch is not None else {}  # before the update
-        run.state, update = run.trainer.update(run.state, packed)
+        parts = run.trainer.prepare(run.state.params, packed)
+        mismatch = run.mismatch(run.state.params, parts) if run.mismatch is not None else {}  # before the update
+        run.state, update = run.trainer.update_prepared(run.state, parts)
         update = {**update, **mismatch, "skipped": False}
         if run.alarm is not None:
             update["mismatch_alarm"] = run.alarm.check(update, step + 1)

@@ -14,10 +14,11 @@ server trimmed with its log-prob, is left out):
   KL, since the tokens were sampled from the behaviour policy (k1, the mean of engine - trainer, is
   unbiased too but its terms have either sign; k3's variance is lower).
 
-The last two need the trainer's per-token log-probs, which the update does not return: `MismatchMeter` runs
-one forward pass over the batch without gradient (train.mismatch_stats; on the 27B reference about a
-quarter of the update's compute with full remat). `MismatchAlarm` compares one of the three with
-train.mismatch_alarm each step and warns, or fails the step (train.mismatch_action).
+The last two need the trainer's per-token log-probs. An update of several optimizer steps computes them
+anyway, before its first step (the old log-probs of its ratio, GRPOTrainer.prepare), and `MismatchMeter`
+reads those; with one step it runs one forward pass over the batch without gradient (train.mismatch_stats;
+on the 27B reference about a quarter of the update's compute with full remat). `MismatchAlarm` compares one
+of the three with train.mismatch_alarm each step and warns, or fails the step (train.mismatch_action).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
-from tbjax.packing import PackedBatch
+from tbjax.packing import OLD_LOGPROBS, PackedBatch
 from tbjax.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
 from tbjax.train_step import GRPOTrainer, Params
 
@@ -53,17 +54,28 @@ def mismatch_sums(trainer: jax.Array, behaviour: jax.Array, mask: jax.Array) -> 
 
 
 class MismatchMeter:
-    """The max gap and the mismatch KL of a packed batch under `params` (the parameters that sampled it)."""
+    """The max gap and the mismatch KL of a step's batch under `params` (the parameters that sampled it)."""
 
     def __init__(self, trainer: GRPOTrainer) -> None:
         self.trainer = trainer
         self._measure = jax.jit(self._sums, out_shardings=replicated(trainer))
+        self._compare = jax.jit(mismatch_sums, out_shardings=replicated(trainer))
 
-    def __call__(self, params: Params, batch: PackedBatch) -> dict[str, float]:
-        arrays = batch_on_mesh(self.trainer, {k: batch.arrays[k] for k in MEASURED_FIELDS})
-        sums = jax.device_get(self._measure(params, arrays))
-        return {"logprob_gap_max": float(sums["gap_max"]),
-                "mismatch_kl": float(sums["k3"]) / max(float(sums["tokens"]), 1.0)}
+    def __call__(self, params: Params, parts: list[PackedBatch]) -> dict[str, float]:
+        """`parts`: the batch as GRPOTrainer.prepare split it; their OLD_LOGPROBS, where prepare computed them
+        under `params`, are the trainer's side, else a forward pass gives it."""
+        sums = []
+        for part in parts:
+            if OLD_LOGPROBS in part.arrays:
+                known = batch_on_mesh(self.trainer, {k: part.arrays[k] for k in ("behaviour_logprobs", "mask")})
+                sums.append(self._compare(part.arrays[OLD_LOGPROBS], known["behaviour_logprobs"], known["mask"]))
+            else:
+                arrays = batch_on_mesh(self.trainer, {k: part.arrays[k] for k in MEASURED_FIELDS})
+                sums.append(self._measure(params, arrays))
+        sums = jax.device_get(sums)
+        tokens = sum(float(s["tokens"]) for s in sums)
+        return {"logprob_gap_max": max(float(s["gap_max"]) for s in sums),
+                "mismatch_kl": sum(float(s["k3"]) for s in sums) / max(tokens, 1.0)}
 
     def _sums(self, params: Params, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """Scans the micro-batches (one forward pass at a time, as the update does)."""

@@ -196,7 +196,11 @@ class GRPOTrainer:
 
         Metrics are the mean over the steps (clip_fraction included), but `trained_tokens`: the batch's, and
         `optimizer_steps`. With one step they are that step's, as `step` gives them."""
-        parts = self.prepare(state.params, batch)
+        return self.update_prepared(state, self.prepare(state.params, batch))
+
+    def update_prepared(self, state: TrainState, parts: list[PackedBatch]) -> tuple[TrainState, dict[str, float]]:
+        """`update` of a batch `prepare` has split (and given its log-probs): a caller that reads the old
+        log-probs too (tbjax.mismatch) prepares once."""
         steps = []
         for _ in range(self.ppo_epochs):
             for part in parts:

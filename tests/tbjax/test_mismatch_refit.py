@@ -45,7 +45,8 @@ def trained_lines(lines: list[dict]) -> list[dict]:
 
 @pytest.mark.slow
 def test_steps_log_the_mismatch_and_pass_the_refit_probe(tiny_dir, tmp_path):
-    config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action="fail")
+    # two optimizer steps per batch: the meter reads the update's old log-probs (no forward pass of its own)
+    config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action="fail", mini_batches=2)
     for line in trained_lines(run_loop(tiny_dir("qwen3"), config)):
         # float32 engine and trainer: the same policy up to numerics, so no alarm
         assert 0 <= line["logprob_gap"] <= line["logprob_gap_max"] < 1e-3
@@ -57,7 +58,9 @@ def test_steps_log_the_mismatch_and_pass_the_refit_probe(tiny_dir, tmp_path):
 @pytest.mark.parametrize("action", ["warn", "fail"])
 def test_the_alarm_fires_when_the_engine_samples_other_weights(tiny_dir, tmp_path, monkeypatch, caplog, action):
     monkeypatch.setattr("tbjax.loop.engine_model", perturbed_engine_model)  # from the first rollout on
-    config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action=action, refit_probe=False)
+    # warn: two optimizer steps per batch (the meter reads the update's old log-probs); fail: one (its own pass)
+    config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action=action, refit_probe=False,
+                        mini_batches=2 if action == "warn" else 1)
     if action == "fail":
         with pytest.raises(MismatchError, match=r"step \d: engine/trainer log-prob mismatch mismatch_kl"):
             run_loop(tiny_dir("qwen3"), config)
