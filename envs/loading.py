@@ -37,7 +37,7 @@ def generate(domain: Domain) -> list[Task]:
                 id=f"{domain.name}/{tmpl.name}/{variant:03d}", domain=domain.name, split=tmpl.split,
                 kind=tmpl.kind, template=tmpl.name, scenario=draft.scenario, initial_patch=draft.initial_patch,
                 golden_path=tuple(draft.golden_path), rubrics=tuple(draft.rubrics),
-                reference_answer=draft.reference_answer, violation=draft.violation,
+                reference_answer=draft.reference_answer, violation=draft.violation, note=draft.note,
             ))
     return [with_decline_rubric(with_precision_rubric(domain, task)) for task in tasks]
 
@@ -61,6 +61,9 @@ def seal(domain: Domain, task: Task) -> Task:
     for rubric in task.rubrics:
         if rubric.kind != "llm_yes_no" and not check_rule(rubric, task.reference_answer).passed:
             raise InvalidTaskError(task.id, f"reference_answer fails its own rubric {rubric.kind} {rubric.phrases}")
+    if task.note is not None and task.note.after not in {c.tool for c in task.golden_path}:
+        raise InvalidTaskError(task.id, f"its decision note reads the result of {task.note.after!r}, which its "
+                                        "golden path never calls")
     if task.kind in (TaskKind.INFORMATION, TaskKind.LEAK) and not task.rubrics:
         raise InvalidTaskError(task.id, f"a {task.kind} task needs an answer rubric")
     return task.model_copy(update={"golden_hash": golden_hash, "changes_state": changes_state,

@@ -119,16 +119,24 @@ def _closing(task: Task, slip: Slip | None) -> str:
 
 def oracle_turns(task: Task, slip: Slip | None = None) -> list[OracleTurn]:
     """The oracle's turns for `task` against the scripted user (who states facts only when asked), making
-    `slip` (one of `slips_of(task)`) when given."""
+    `slip` (one of `slips_of(task)`) when given. A task's decision note opens the turn after the call whose
+    result it reads, whatever that turn then does (a slip states the facts and still decides wrong)."""
     if slip is not None and slip not in slips_of(task):
         raise ValueError(f"task {task.id} ({task.kind}) cannot make the slip {slip}; it can make {slips_of(task)}")
     said = task.scenario.opening
     turns: list[OracleTurn] = []
+    note = ""
     for call in _path(task, slip):
         needed = _needed(call, task.scenario.facts, said)
         if needed:
-            turns.append(OracleTurn(text=ask_for(needed)))
+            turns.append(OracleTurn(text=_opened(note, ask_for(needed))))
             said += " " + " ".join(f.value for f in needed)
-        turns.append(OracleTurn(call=call))
-    turns.append(OracleTurn(text=_closing(task, slip), closing=True))
+            note = ""
+        turns.append(OracleTurn(text=note, call=call))
+        note = task.note.text if task.note is not None and call.tool == task.note.after else ""
+    turns.append(OracleTurn(text=_opened(note, _closing(task, slip)), closing=True))
     return turns
+
+
+def _opened(note: str, text: str) -> str:
+    return f"{note} {text}" if note else text

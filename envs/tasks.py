@@ -54,6 +54,16 @@ class ToolCall(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
+class DecisionNote(BaseModel):
+    """What a careful agent says to itself before it decides a request the record decides: the deciding
+    facts, as the result of `after` (a tool on the golden path) showed them. The oracle agent opens its next
+    turn with `text` (envs.oracle), so a policy that imitates it reads the facts next to its decision."""
+
+    model_config = ConfigDict(frozen=True)
+    after: str
+    text: str
+
+
 class Rubric(BaseModel):
     """One answer check on the agent's replies to the user.
 
@@ -87,6 +97,7 @@ class Task(BaseModel):
     violation: ToolCall | None = Field(
         default=None, description="the call a careless agent makes: the change the policy forbids (forbidden "
         "tasks) or the change made without its approval, instead of the last golden call (approval tasks)")
+    note: DecisionNote | None = Field(default=None, description="the deciding facts the oracle agent states")
     golden_hash: str | None = Field(default=None, description="filled at load time by replaying golden_path")
     changes_state: bool | None = Field(default=None, description="golden state differs from initial state")
     initial_hash: str | None = Field(default=None, description="filled at load time: the state before any call")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envs.sandbox import DatabaseTemplate, Params
-from envs.tasks import Rubric, Split, TaskKind, ToolCall, UserScenario
+from envs.tasks import DecisionNote, Rubric, Split, TaskKind, ToolCall, UserScenario
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class TaskDraft:
     initial_patch: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     reference_answer: str = ""
     violation: ToolCall | None = None  # forbidden and approval tasks: the careless agent's call (Task.violation)
+    note: DecisionNote | None = None  # the deciding facts the oracle states (Task.note)
 
 
 @dataclass(frozen=True)

@@ -130,3 +130,10 @@ def test_sdk_rejects_malformed_domains() -> None:
     starved.templates = [dataclasses.replace(starved.templates[0], variants=9)]
     with pytest.raises(ValueError, match="wants 9 variants but its candidate query returns 5 rows"):
         generate(starved)
+
+
+def test_a_decision_note_on_a_tool_the_golden_path_never_calls_is_refused_at_load() -> None:
+    task = next(t for t in envs.load_tasks("library", split="train") if t.template == "renew_past_the_limit")
+    misplaced = task.note.model_copy(update={"after": "list_fines"})
+    with pytest.raises(InvalidTaskError, match="decision note reads the result of 'list_fines'"):
+        seal(envs.get_domain("library"), task.model_copy(update={"note": misplaced, "golden_hash": None}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 
 import pytest
 
@@ -124,3 +125,37 @@ def test_an_episode_out_of_budget_never_exceeds_it(interpreter, last_turn) -> No
     t = result.trajectory
     assert t.termination == "token_budget" and len(t.token_ids) <= budget
     assert t.token_ids == full.token_ids[:len(t.token_ids)]
+
+
+NOTED_TEMPLATES = ("renew_loan", "renew_past_the_limit", "renew_with_others_waiting", "waive_small_overdue_fine",
+                   "waive_damage_charge")
+
+
+def stated_record(note: str, tool_result: object) -> tuple[dict, list[tuple[str, str]]]:
+    """A note "SUBJECT: key value, key value." -> the record of `tool_result` that SUBJECT names and the pairs."""
+    subject, facts = note.rstrip(".").rsplit(": ", 1)  # a title may hold ": " itself
+    records = tool_result if isinstance(tool_result, list) else next(v for v in tool_result.values()
+                                                                     if isinstance(v, list))
+    named = [r for r in records if subject in (str(v) for v in r.values())]
+    assert len(named) == 1, (subject, records)
+    return named[0], [tuple(fact.split(" ", 1)) for fact in facts.split(", ")]
+
+
+def test_a_decision_note_states_the_record_the_tool_showed_in_the_turn_that_decides(interpreter) -> None:
+    """The oracle's note opens the turn right after the tool result it reads, and every fact it states is what
+    the real tool returned in that episode: a policy that imitates it decides next to the facts it copied."""
+    tasks = [next(t for t in load_tasks("library", split="train") if t.template == name) for name in NOTED_TEMPLATES]
+    passed, failed = asyncio.run(demonstrations(tasks, interpreter, functools.partial(open_session, prompt="compact"),
+                                                LIMITS))
+    assert failed == [] and len(passed) == len(tasks)
+    for task, result in zip(tasks, passed, strict=True):
+        text = interpreter.decode(result.trajectory.token_ids)
+        before, after = text.split(task.note.text)
+        tool_result = json.loads(before.rsplit("<tool_response>", 1)[1].split("</tool_response>")[0])
+        record, facts = stated_record(task.note.text, tool_result)
+        assert all(str(record[key]) == value for key, value in facts), (task.id, record, facts)
+        decided = after.lstrip()
+        if task.kind == TaskKind.DIRECT:
+            assert decided.startswith("<tool_call>") and task.golden_path[-1].tool in decided.split("</tool_call>")[0]
+        else:
+            assert decided.startswith("I'm sorry, I can't do that")

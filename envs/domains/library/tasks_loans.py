@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs.domains.library.scenario import GOOD_STANDING, Patron, days_from_today, full_row, standing_params
-from envs.sdk import GenContext, TaskDraft, call, template
+from envs.sdk import DecisionNote, GenContext, TaskDraft, call, template
 
 VARIANTS = 10
 _LOAN = ("SELECT l.*, i.item_id, i.title, i.author FROM loans l JOIN copies c USING (copy_id) "
@@ -23,26 +23,31 @@ def _renew_opening(loan: dict[str, Any]) -> str:
     return f"Hi, could you renew {loan['title']} for me? I haven't finished it yet."
 
 
-def _renew_draft(ctx: GenContext, loan: dict[str, Any], renew: bool,
+def _renew_draft(ctx: GenContext, loan: dict[str, Any], renew: bool, renewals: int, waiting: int,
                  patch: dict[str, list[dict[str, Any]]] | None = None) -> TaskDraft:
+    """The request to renew `loan`, which list_loans shows with `renewals` and `waiting` holds (rule 5: at
+    most two renewals, none while others wait) and the desk grants or refuses."""
     patron = Patron.load(ctx, loan["member_id"])
     steps = [*patron.identify(), call("get_member", member_id=patron.id), call("list_loans", member_id=patron.id)]
     renewal = call("renew_loan", loan_id=loan["loan_id"])
     return TaskDraft(scenario=patron.asks(_renew_opening(loan), f"{loan['title']} renewed"),
                      golden_path=[*steps, renewal] if renew else steps, initial_patch=patch or {},
-                     violation=None if renew else renewal)
+                     violation=None if renew else renewal,
+                     note=DecisionNote(after="list_loans", text=f"{loan['title']}: renewals {renewals}, "
+                                                                f"waiting_holds {waiting}."))
 
 
 @template(kind="direct", split="train", variants=VARIANTS)
 def renew_loan(ctx: GenContext) -> TaskDraft:
-    return _renew_draft(ctx, _renewable_loan(ctx), renew=True)
+    loan = _renewable_loan(ctx)
+    return _renew_draft(ctx, loan, renew=True, renewals=loan["renewals"], waiting=0)
 
 
 @template(kind="forbidden", split="train", variants=VARIANTS)
 def renew_past_the_limit(ctx: GenContext) -> TaskDraft:
     loan = _renewable_loan(ctx)
     patch = {"loans": [full_row(ctx, "loans", "loan_id", loan["loan_id"], renewals=2)]}
-    return _renew_draft(ctx, loan, renew=False, patch=patch)
+    return _renew_draft(ctx, loan, renew=False, renewals=2, waiting=0, patch=patch)
 
 
 @template(kind="forbidden", split="train", variants=VARIANTS)
@@ -54,7 +59,7 @@ def renew_with_others_waiting(ctx: GenContext) -> TaskDraft:
     hold = {"hold_id": f"HD-{690001 + ctx.variant}", "item_id": loan["item_id"], "member_id": other["member_id"],
             "pickup_branch": other["home_branch"], "placed_on": days_from_today(ctx, -ctx.rng.randrange(1, 10)),
             "status": "waiting", "ready_until": None}
-    return _renew_draft(ctx, loan, renew=False, patch={"holds": [hold]})
+    return _renew_draft(ctx, loan, renew=False, renewals=loan["renewals"], waiting=1, patch={"holds": [hold]})
 
 
 @template(kind="direct", split="train", variants=VARIANTS)

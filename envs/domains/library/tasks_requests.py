@@ -13,7 +13,7 @@ from envs.domains.library.scenario import (
     standing_params,
     usd_text,
 )
-from envs.sdk import GenContext, TaskDraft, call, template
+from envs.sdk import DecisionNote, GenContext, TaskDraft, call, template
 
 VARIANTS = 10
 SMALL_FINES = [150, 275, 400, 525, 650, 800, 900, 1000]
@@ -53,6 +53,7 @@ def _waiver_task(ctx: GenContext, kind: str, amounts: list[int], outcome: str) -
                              f"{ctx.rng.choice(EXCUSES).capitalize()}. Could you waive it?",
                              f"the ${usd_text(amount)} {charge} waived"),
         golden_path=steps, initial_patch=patch, violation=None if outcome == "waive" else waiver,
+        note=DecisionNote(after="list_fines", text=f"{fine['fine_id']}: kind {kind}, amount_usd {usd_text(amount)}."),
     )
 
 
