@@ -27,18 +27,18 @@ def test_unit_advantage_update_is_the_negative_log_likelihood_gradient(tiny_dir)
     arrays = {k: jnp.asarray(v) for k, v in batch.arrays.items()}
     grads, sums = trainer.gradients(params, arrays, jnp.float32(batch.denominator))
 
+    # the reference: every demonstration right-padded into one batch (causal, so padding changes no earlier logit)
+    length = max(len(t.token_ids) for t in DEMOS)
+    ids = jnp.asarray([t.token_ids + [0] * (length - len(t.token_ids)) for t in DEMOS])
+    mask = jnp.asarray([t.loss_mask[1:] + [0] * (length - len(t.token_ids)) for t in DEMOS], jnp.float32)
+
     def mean_nll(p):
         view = trainer.model_for(p)
-        total = 0.0
-        for t in DEMOS:
-            ids = jnp.asarray([t.token_ids])
-            logits = view.logits(view.hidden_states(ids))[0, :-1]
-            logp = jax.nn.log_softmax(logits.astype(jnp.float32))
-            picked = jnp.take_along_axis(logp, ids[0, 1:, None], axis=-1)[:, 0]
-            total = total - jnp.sum(picked * jnp.asarray(t.loss_mask[1:]))
-        return total / trained
+        logp = jax.nn.log_softmax(view.logits(view.hidden_states(ids))[:, :-1].astype(jnp.float32))
+        picked = jnp.take_along_axis(logp, ids[:, 1:, None], axis=-1)[..., 0]
+        return -jnp.sum(picked * mask) / trained
 
-    expected = jax.grad(mean_nll)(params)
+    expected = jax.jit(jax.grad(mean_nll))(params)
     np.testing.assert_allclose(flat(grads), flat(expected), atol=2e-6)
     assert float(sums["nll"]) / trained == pytest.approx(float(mean_nll(params)), rel=1e-5)
     assert np.abs(flat(expected)).max() > 1e-4
