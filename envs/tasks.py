@@ -61,7 +61,17 @@ class DecisionNote(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     after: str
-    text: str
+    subject: str = Field(description="the record's name in that result (a title, a fine id)")
+    facts: dict[str, str] = Field(description="field -> value, as that result shows them")
+
+    @property
+    def stated_facts(self) -> str:
+        """The facts as the note says them: "renewals 2, waiting_holds 0"."""
+        return ", ".join(f"{field} {value}" for field, value in self.facts.items())
+
+    @property
+    def text(self) -> str:
+        return f"{self.subject}: {self.stated_facts}."
 
 
 class Rubric(BaseModel):

@@ -38,11 +38,9 @@ def note_kind(task: Task, transcript: str) -> str:
     if not called or not answered:
         return KINDS[0]
     turn = after.partition("<|im_start|>assistant\n")[2].split("<|im_end|>", 1)[0]
-    facts = task.note.text.rsplit(": ", 1)[1].rstrip(".")
-    if facts in turn:
+    if task.note.stated_facts in turn:
         return KINDS[1]
-    keys = [fact.split(" ", 1)[0] for fact in facts.split(", ")]
-    return KINDS[2] if any(key in turn for key in keys) else KINDS[3]
+    return KINDS[2] if any(field in turn for field in task.note.facts) else KINDS[3]
 
 
 async def trials(policy: Path, config: TrainConfig, k: int) -> Counter[tuple[str, str, bool]]:

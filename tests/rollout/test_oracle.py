@@ -131,14 +131,13 @@ NOTED_TEMPLATES = ("renew_loan", "renew_past_the_limit", "renew_with_others_wait
                    "waive_damage_charge")
 
 
-def stated_record(note: str, tool_result: object) -> tuple[dict, list[tuple[str, str]]]:
-    """A note "SUBJECT: key value, key value." -> the record of `tool_result` that SUBJECT names and the pairs."""
-    subject, facts = note.rstrip(".").rsplit(": ", 1)  # a title may hold ": " itself
+def named_record(subject: str, tool_result: object) -> dict:
+    """The one record of a list tool result (or of the list inside one) that has `subject` as a value."""
     records = tool_result if isinstance(tool_result, list) else next(v for v in tool_result.values()
                                                                      if isinstance(v, list))
     named = [r for r in records if subject in (str(v) for v in r.values())]
     assert len(named) == 1, (subject, records)
-    return named[0], [tuple(fact.split(" ", 1)) for fact in facts.split(", ")]
+    return named[0]
 
 
 def test_a_decision_note_states_the_record_the_tool_showed_in_the_turn_that_decides(interpreter) -> None:
@@ -152,8 +151,8 @@ def test_a_decision_note_states_the_record_the_tool_showed_in_the_turn_that_deci
         text = interpreter.decode(result.trajectory.token_ids)
         before, after = text.split(task.note.text)
         tool_result = json.loads(before.rsplit("<tool_response>", 1)[1].split("</tool_response>")[0])
-        record, facts = stated_record(task.note.text, tool_result)
-        assert all(str(record[key]) == value for key, value in facts), (task.id, record, facts)
+        record = named_record(task.note.subject, tool_result)
+        assert {key: str(record[key]) for key in task.note.facts} == task.note.facts, (task.id, record)
         decided = after.lstrip()
         if task.kind == TaskKind.DIRECT:
             assert decided.startswith("<tool_call>") and task.golden_path[-1].tool in decided.split("</tool_call>")[0]

@@ -33,8 +33,8 @@ def _renew_draft(ctx: GenContext, loan: dict[str, Any], renew: bool, renewals: i
     return TaskDraft(scenario=patron.asks(_renew_opening(loan), f"{loan['title']} renewed"),
                      golden_path=[*steps, renewal] if renew else steps, initial_patch=patch or {},
                      violation=None if renew else renewal,
-                     note=DecisionNote(after="list_loans", text=f"{loan['title']}: renewals {renewals}, "
-                                                                f"waiting_holds {waiting}."))
+                     note=DecisionNote(after="list_loans", subject=loan["title"],
+                                       facts={"renewals": str(renewals), "waiting_holds": str(waiting)}))
 
 
 @template(kind="direct", split="train", variants=VARIANTS)

@@ -53,7 +53,8 @@ def _waiver_task(ctx: GenContext, kind: str, amounts: list[int], outcome: str) -
                              f"{ctx.rng.choice(EXCUSES).capitalize()}. Could you waive it?",
                              f"the ${usd_text(amount)} {charge} waived"),
         golden_path=steps, initial_patch=patch, violation=None if outcome == "waive" else waiver,
-        note=DecisionNote(after="list_fines", text=f"{fine['fine_id']}: kind {kind}, amount_usd {usd_text(amount)}."),
+        note=DecisionNote(after="list_fines", subject=fine["fine_id"],
+                          facts={"kind": kind, "amount_usd": usd_text(amount)}),
     )
 
 
