@@ -1,7 +1,7 @@
 """A comparison of two campaigns (rollout.compare's result) as tables for people: the headline scores and
 pass@1 per domain, one row each, shares in percent and their deltas in percentage points with the paired
 bootstrap interval. compare.md is written from these rows, and so are the pipeline's results.md and console
-table (tbjax.results), so the three say the same."""
+table (tbjax.pipeline.results), so the three say the same."""
 
 from __future__ import annotations
 

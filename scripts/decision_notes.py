@@ -24,8 +24,8 @@ from rollout.episode import derive_seed, run_episode
 from rollout.interpret import Interpreter
 from tbjax.config import TrainConfig, load_config
 from tbjax.engine import JaxEngine
-from tbjax.loop import session_opener
-from tbjax.pipeline import load_policy, split_heldout
+from tbjax.pipeline.stages import load_policy, split_heldout
+from tbjax.trainer.loop import session_opener
 
 KINDS = ("never read the record", "states the record", "states other facts", "no note")
 

@@ -94,10 +94,10 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
     from flax import nnx
 
     from rollout.trajectory import Trajectory
-    from tbjax.grpo import LossConfig
     from tbjax.models import ModelConfig, Qwen, RuntimeConfig
-    from tbjax.packing import batch_from_groups
-    from tbjax.train_step import GRPOTrainer
+    from tbjax.trainer.objective import LossConfig
+    from tbjax.trainer.packing import batch_from_groups
+    from tbjax.trainer.update import GRPOTrainer
 
     hidden, layers, heads, kv, inter = SHAPES[name]
     cfg = ModelConfig.from_hf_dict({"model_type": "qwen3", "vocab_size": 151936, "hidden_size": hidden,

@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from tbjax.aot_targets import TargetError, parse_target
+from tbjax.plan.targets import TargetError, parse_target
 
 console = Console(highlight=False, soft_wrap=True)
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if target.kind == "tpu" and importlib.util.find_spec("libtpu") is None:
         venv = args.tpu_venv or Path(os.environ.get("TBJAX_TPU_AOT_VENV", DEFAULT_TPU_VENV))
         return run_in_tpu_venv(venv, argv)
-    from tbjax.compile_report import plan_and_report  # JAX is imported here: delegating to the TPU venv needs none
+    from tbjax.plan.report import plan_and_report  # JAX is imported here: delegating to the TPU venv needs none
 
     return plan_and_report(args, target)
 

@@ -22,11 +22,11 @@ from envs.http_retry import RetryPolicy
 from envs.session import PromptStyle
 from rollout.episode import EpisodeConfig
 from rollout.groups import GroupConfig
-from tbjax.grpo import LossConfig
-from tbjax.mismatch import MismatchAction, MismatchMetric
 from tbjax.models.config import AttentionImpl, RuntimeConfig
-from tbjax.sft import WarmStartConfig
-from tbjax.train_step import OptimConfig
+from tbjax.trainer.mismatch import MismatchAction, MismatchMetric
+from tbjax.trainer.objective import LossConfig
+from tbjax.trainer.update import OptimConfig
+from tbjax.warmstart.warm_start import WarmStartConfig
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "tiny-cpu.yaml"
@@ -101,7 +101,7 @@ class TasksSection(Section):
 
 
 class SelectSection(Section):
-    """The selection stage of the default pipeline (tbjax.pipeline): the warm-started policy tries
+    """The selection stage of the default pipeline (tbjax.pipeline.stages): the warm-started policy tries
     `candidates` train-split tasks `trials` times each; rollout.select keeps the bands in `keep`."""
 
     candidates: int = 0  # 0: no selection stage (train on tasks.selected or every train-split task)
@@ -140,7 +140,7 @@ class RolloutSection(Section):
     tool_call_format: Literal["hermes", "qwen3_xml"] = "hermes"
     seed: int = 0  # sampling seeds derive from it, the step and the episode
     # colocated: the SGLang servers share the trainer's GPUs and the two hand them over around each update
-    # (tbjax.colocate); disaggregated: the servers have GPUs of their own and nothing is handed over.
+    # (tbjax.trainer.handover); disaggregated: the servers have GPUs of their own and nothing is handed over.
     placement: Literal["disaggregated", "colocated"] = "disaggregated"
 
     @model_validator(mode="after")
@@ -190,7 +190,7 @@ class TrainSection(Section):
     keep_checkpoints: int = 3
     resume: Literal["auto", "never"] = "auto"
     allow_config_change: bool = False  # resume even if the config's fingerprint changed
-    # engine-vs-trainer log-prob mismatch of every step's trained tokens (tbjax.mismatch): the max gap and the
+    # engine-vs-trainer log-prob mismatch of every step's trained tokens (tbjax.trainer.mismatch): the max gap and the
     # mismatch KL cost one forward pass without gradient over the batch (the mean gap comes with the update)
     mismatch_stats: bool = True
     mismatch_alarm: float | None = None  # warn (or fail the step) when the metric exceeds this
@@ -198,7 +198,7 @@ class TrainSection(Section):
     mismatch_action: MismatchAction = "warn"
     # after each publish every engine replica scores a fixed probe sequence, which must match the trainer's
     # log-probs within the tolerance or the step fails (None: 1e-4 with float32 compute, 0.1 with bfloat16;
-    # tbjax.refit_check)
+    # tbjax.trainer.refit_check)
     refit_probe: bool = True
     refit_probe_tolerance: float | None = None
     # AdamW's moments wait in pinned host memory while gradients accumulate and come to the device only for the
@@ -207,10 +207,10 @@ class TrainSection(Section):
     offload_optimizer: bool = False
     # micro-batches scanned by one call of the update's accumulate program (0: all of the step's in one call,
     # fastest on CPU); 1 compiles once whatever a step's count and is what large sharded models want
-    # (tbjax.train_step says why)
+    # (tbjax.trainer.update says why)
     micro_batches_per_call: NonNegativeInt = 0
     # optimizer steps per rollout batch: ppo_epochs passes over its episodes, dealt into mini_batches batches
-    # of their own; 1 and 1 is one step per batch, KL-free and with ratio 1 (tbjax.train_step says what acts)
+    # of their own; 1 and 1 is one step per batch, KL-free and with ratio 1 (tbjax.trainer.update says what acts)
     ppo_epochs: PositiveInt = 1
     mini_batches: PositiveInt = 1
     # where the KL reference (the policy at the start of training; grpo.kl_coef > 0) waits between batches:

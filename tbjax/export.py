@@ -7,7 +7,7 @@ resume would take it: e.g. runs/default/grpo), its checkpoints/ directory, or on
 HF directory the run started from (its architecture and tokenizer; in the pipeline, GRPO starts from
 warm_start/export/v<updates>, the warm start from assets/<model>). OUT loads in transformers.
 `--config-style transformers4` spells config.json for servers that pin transformers 4, such as sglang-jax
-(`tbjax.models.hf_config_v4`).
+(`tbjax.models.hf.config_v4`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from tbjax.checkpoint import BrokenCheckpointError
-from tbjax.checkpoint_model import CheckpointSourceError, checkpoint_model, locate, restore_checkpoint
 from tbjax.models import CheckpointError, Qwen, UnsupportedModelError, from_pretrained, save_pretrained
-from tbjax.models.hf_config_v4 import write_transformers4_config
+from tbjax.models.hf.config_v4 import write_transformers4_config
+from tbjax.trainer.checkpoint import BrokenCheckpointError
+from tbjax.trainer.saved_policy import CheckpointSourceError, checkpoint_model, locate, restore_checkpoint
 
 
 class UsageError(ValueError):

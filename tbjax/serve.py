@@ -12,7 +12,7 @@ Text fields are filled when the model directory has a tokenizer (else null, like
 --skip-tokenizer-init). It lets the SGLang client, multi-process rollouts and the colocated hand-over be
 tested against a real server on this machine.
 
-Every body is checked by the models of `tbjax.serve_requests` before the engine sees a value; one that is not
+Every body is checked by the models of `tbjax.engine.http_bodies` before the engine sees a value; one that is not
 JSON or breaks a rule is answered 400 with `errors` naming each field and rule. Every failure is answered as
 JSON, never raised, so the connection stays open and a client's next pooled request goes through.
 
@@ -45,7 +45,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tbjax.engine import JaxEngine
-from tbjax.serve_requests import (
+from tbjax.engine.http_bodies import (
     Endpoint,
     GenerateBody,
     Limits,

@@ -1,7 +1,7 @@
 """`python -m tbjax.train [--config FILE] [--mesh AxB] [--dry-run] [key=value ...]`
 
 With no flags: the embedded default (configs/tiny-cpu.yaml). It resolves the config, joins the multi-host
-job, builds the mesh, loads the policy sharded, and runs synchronous GRPO (tbjax.loop) with checkpoints,
+job, builds the mesh, loads the policy sharded, and runs synchronous GRPO (tbjax.trainer.loop) with checkpoints,
 weight publication to the rollout engine, and a final HF export.
 """
 
@@ -19,19 +19,19 @@ from rich.markup import escape
 from rich.table import Table
 
 from rollout.formats import count
-from tbjax.aot import abstract_trainer, update_shape
-from tbjax.checkpoint import ResumeError
-from tbjax.colocate import configure_xla_memory
+from tbjax.assets.model_source import planned_model_config, resolve_model_dir
 from tbjax.config import ConfigError, MissingInputError, TrainConfig, load_config
-from tbjax.loop import run_training, training_tasks
-from tbjax.memory_plan import estimate_update
-from tbjax.mesh import DistributedConfig, MeshError, initialize_distributed, parse_mesh_spec
-from tbjax.mesh_check import check_mesh_divides, checked_mesh
-from tbjax.model_source import planned_model_config, resolve_model_dir
 from tbjax.models import CheckpointError, ModelConfig, Qwen, UnsupportedModelError, from_pretrained
-from tbjax.packing import PackingError
-from tbjax.pipeline import has_stages, run_pipeline
-from tbjax.sharding import ShardingError, ShardingRules, memory_summary
+from tbjax.models.placement import check_mesh_divides, checked_mesh
+from tbjax.parallel.mesh import DistributedConfig, MeshError, initialize_distributed, parse_mesh_spec
+from tbjax.parallel.sharding import ShardingError, ShardingRules, memory_summary
+from tbjax.pipeline.stages import has_stages, run_pipeline
+from tbjax.plan.aot import abstract_trainer, update_shape
+from tbjax.plan.memory import estimate_update
+from tbjax.trainer.checkpoint import ResumeError
+from tbjax.trainer.handover import configure_xla_memory
+from tbjax.trainer.loop import run_training, training_tasks
+from tbjax.trainer.packing import PackingError
 
 console = Console()
 
@@ -49,7 +49,7 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, bool]:
 
 
 def print_plan(config: TrainConfig, model_config: ModelConfig) -> None:
-    """The resolved config and the update's memory per device by tbjax.memory_plan's estimate of the largest
+    """The resolved config and the update's memory per device by tbjax.plan.memory's estimate of the largest
     step (`python -m tbjax.compile` compiles it for a target machine)."""
     spec = parse_mesh_spec(config.mesh.shape, config.mesh.layout)
     rules = ShardingRules()

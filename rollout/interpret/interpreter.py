@@ -6,8 +6,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoTokenizer
-
 from rollout.interpret.formats import ToolCallFormat
 from rollout.interpret.render import ChatRenderer
 from rollout.interpret.tools import ToolCatalog
@@ -20,7 +18,10 @@ class Interpreter(ChatRenderer):
     @classmethod
     def from_pretrained(cls, model_dir: str | Path, *, tool_call_format: ToolCallFormat = "hermes",
                         template_kwargs: Mapping[str, Any] | None = None) -> Interpreter:
-        """Load the tokenizer (and its chat template) saved with a model."""
+        """Load the tokenizer (and its chat template) saved with a model. transformers is imported here, not at
+        the top: it brings torch, and parsing a config or printing --help must not wait for it."""
+        from transformers import AutoTokenizer
+
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         return cls(tokenizer, tool_call_format=tool_call_format, template_kwargs=template_kwargs)
 

@@ -16,13 +16,14 @@ is closed with an <|im_end|> the policy did not sample; it is part of the next d
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from rollout.interpret.formats import TOOL_CALL_FORMATS, ToolCallFormat
 from rollout.interpret.reasoning import THINK_OPEN
 from rollout.interpret.tools import ToolCatalog
+
+if TYPE_CHECKING:  # transformers brings torch: imported only where a tokenizer loads
+    from transformers import PreTrainedTokenizerBase
 
 Message = Mapping[str, Any]
 END_OF_TURN = "<|im_end|>"

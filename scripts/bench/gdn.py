@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from bench_common import median_seconds
 
-from tbjax.models.gated_delta import chunked_gated_delta, gated_delta_scan
+from tbjax.models.delta_rule import chunked_gated_delta, gated_delta_scan
 
 HEAD_DIM = 128
 CHUNK = 64

@@ -31,10 +31,10 @@ from bench_common import CONFIG, median_seconds
 from flax import nnx
 
 from rollout.trajectory import Trajectory
-from tbjax.grpo import LossConfig, group_advantages
 from tbjax.models import ModelConfig, Qwen
-from tbjax.packing import PackedBatch, batch_from_groups
-from tbjax.train_step import GRPOTrainer, OptimConfig
+from tbjax.trainer.objective import LossConfig, group_advantages
+from tbjax.trainer.packing import PackedBatch, batch_from_groups
+from tbjax.trainer.update import GRPOTrainer, OptimConfig
 
 WORKER = Path(__file__).with_name("tunix_grpo_worker.py")
 PAD_ID = 0  # the worker's pad id; synthetic tokens start above it

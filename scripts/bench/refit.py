@@ -1,4 +1,4 @@
-"""Publish-to-served time of a weight refresh on CPU: tbjax.publish.publish_weights writes a ~50M-parameter
+"""Publish-to-served time of a weight refresh on CPU: tbjax.models.hf.versions.publish_weights writes a ~50M-parameter
 Qwen3 as an HF directory and the embedded JaxEngine loads it (update_weights from disk, the SGLang path's
 shape), beside raw writes and reads of the same number of bytes to and from the same disk in the same run
 (numpy tofile, with and without fsync; np.fromfile), with bytes/s and ratios, and the publish-to-served time
@@ -27,7 +27,7 @@ from flax import nnx
 from tbjax.config import CONFIG_DIR
 from tbjax.engine import JaxEngine
 from tbjax.models import ModelConfig, Qwen
-from tbjax.publish import publish_weights
+from tbjax.models.hf.versions import publish_weights
 
 REFERENCE = CONFIG_DIR / "qwen3-27b-3x8-h100.yaml"
 BF16_BYTES = 2

@@ -28,7 +28,7 @@ from tbjax.engine.requests import Request, Slot, SlotTable
 from tbjax.engine.sampling import RowSampling
 from tbjax.models import Qwen, from_pretrained
 from tbjax.models.decoding import KVCache
-from tbjax.offload import HostOffload
+from tbjax.parallel.offload import HostOffload
 
 log = logging.getLogger(__name__)
 MIN_KV_BUCKET = 64

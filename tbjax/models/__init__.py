@@ -6,10 +6,10 @@ Public API (stable): `from_pretrained(path, *, dtype="float32", mesh=None)` and
 """
 
 from tbjax.models.config import ModelConfig, RuntimeConfig, UnsupportedModelError
-from tbjax.models.hf_export import save_pretrained
-from tbjax.models.hf_import import from_pretrained
+from tbjax.models.hf.exporter import save_pretrained
+from tbjax.models.hf.importer import from_pretrained
+from tbjax.models.hf.safetensors_reader import CheckpointError
 from tbjax.models.qwen import Qwen
-from tbjax.models.safetensors_reader import CheckpointError
 
 __all__ = [
     "CheckpointError", "ModelConfig", "Qwen", "RuntimeConfig", "UnsupportedModelError",

@@ -13,7 +13,7 @@ from tbjax.models.attention_kernels import attend
 from tbjax.models.config import ModelConfig
 from tbjax.models.layers import Projection, RMSNorm
 from tbjax.models.rope import apply_rotary
-from tbjax.sharding import ShardingRules
+from tbjax.parallel.sharding import ShardingRules
 
 
 class Attention(nnx.Module):

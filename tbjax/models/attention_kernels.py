@@ -24,7 +24,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from tbjax.models.config import AttentionImpl
-from tbjax.sharding import ShardingRules
+from tbjax.parallel.sharding import ShardingRules
 
 
 def causal_segment_mask(q_segments: jax.Array, kv_segments: jax.Array, q_offset: int | jax.Array = 0) -> jax.Array:

@@ -3,7 +3,7 @@
 x -> q, k (key heads), v, z (value heads), b, a (one per value head); q, k, v each pass a causal short conv
 and silu; q and k are L2-normalised (q also scaled by key_dim^-1/2); beta = sigmoid(b) is the write
 strength and g = -exp(A_log) * softplus(a + dt_bias) <= 0 the log decay. The gated delta rule
-(`tbjax.models.gated_delta`) mixes tokens; each key head serves a contiguous group of value heads. The
+(`tbjax.models.delta_rule`) mixes tokens; each key head serves a contiguous group of value heads. The
 output is RMSNorm(o) * silu(z), projected back to the hidden size.
 
 The same parameters serve training (chunked form, any length), prefill from a carried state and single
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from tbjax.models.config import ModelConfig
-from tbjax.models.gated_delta import chunked_gated_delta, document_index, gated_delta_step
+from tbjax.models.delta_rule import chunked_gated_delta, document_index, gated_delta_step
 from tbjax.models.layers import GatedRMSNorm, Projection, make_param
 from tbjax.models.short_conv import causal_conv
 

@@ -1,7 +1,7 @@
 """Building blocks shared by every Qwen variant: parameters that carry logical axes, projections,
 RMSNorm (plain, zero-centred and gated) and the SwiGLU MLP.
 
-Every parameter records its logical axes (`logical_axes` metadata); `tbjax.sharding` turns those into
+Every parameter records its logical axes (`logical_axes` metadata); `tbjax.parallel.sharding` turns those into
 mesh shardings through one rules table, so no layer knows about meshes.
 """
 

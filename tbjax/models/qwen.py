@@ -20,7 +20,7 @@ from tbjax.models.gated_deltanet import GatedDeltaNet
 from tbjax.models.layers import MLP, RMSNorm, make_param
 from tbjax.models.moe import SparseMoE
 from tbjax.models.rope import Rotary
-from tbjax.sharding import ShardingRules, shard_activation
+from tbjax.parallel.sharding import ShardingRules, shard_activation
 
 REMAT_POLICIES = {
     "full": jax.checkpoint_policies.nothing_saveable,

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 from pydantic_core import from_json
 
-from tbjax.serve_requests import INT32_MAX, MAX_TEMPERATURE, MIN_TEMPERATURE
+from tbjax.engine.http_bodies import INT32_MAX, MAX_TEMPERATURE, MIN_TEMPERATURE
 from tests.faults.hostile import json_values, long_lists, texts
 
 SGLANG_IGNORED = ("text", "stream", "lora_path", "return_text_in_logprobs", "custom_logit_processor")

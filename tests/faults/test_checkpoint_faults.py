@@ -28,14 +28,14 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tbjax import checkpoint
-from tbjax.checkpoint import CHECKSUMS, BrokenCheckpointError, Checkpointer, ResumeError
+from tbjax.trainer import checkpoint
 from tbjax.config import load_config
-from tbjax.loop import build_run, train
 from tbjax.models import from_pretrained
-from tbjax.train_step import GRPOTrainer, TrainState
+from tbjax.trainer.checkpoint import CHECKSUMS, BrokenCheckpointError, Checkpointer, ResumeError
+from tbjax.trainer.loop import build_run, train
+from tbjax.trainer.update import GRPOTrainer, TrainState
 from tests.faults.killed_child import hang_forever, kill_when_hanging
-from tests.tbjax.test_loop import brief_session, config_for, signal_tasks
+from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
 
 FINGERPRINT = "tiny"
 
@@ -119,14 +119,14 @@ def assert_state(restored: checkpoint.Restored, step: int, expected: TrainState)
 
 def said(caplog: pytest.LogCaptureFixture) -> list[str]:
     """What the checkpointer logged."""
-    return [r.getMessage() for r in caplog.records if r.name == "tbjax.checkpoint"]
+    return [r.getMessage() for r in caplog.records if r.name == "tbjax.trainer.checkpoint"]
 
 
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_damaged_newest_checkpoint_falls_back_to_the_previous(damage, checkpoints, states, caplog) -> None:
     newest, previous = checkpoints / "2", checkpoints / "1"
     DAMAGE[damage](newest)
-    with caplog.at_level(logging.WARNING, logger="tbjax.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tbjax.trainer.checkpoint"):
         restored = resume(checkpoints, states[0])
     assert_state(restored, 1, states[0])
     [line] = [m for m in said(caplog) if f"{newest} is broken" in m]
@@ -143,7 +143,7 @@ def test_the_resumed_run_saves_the_broken_step_again(checkpoints, states, caplog
     checkpointer.save(2, states[1], {"step": 2}, {"fingerprint": FINGERPRINT})
     checkpointer.close()
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="tbjax.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tbjax.trainer.checkpoint"):
         assert_state(resume(checkpoints, states[0]), 2, states[1])
     assert said(caplog) == [f"resumed from step 2 ({checkpoints / '2'})"]
 
@@ -163,7 +163,7 @@ def test_no_intact_checkpoint_refuses_to_start_naming_every_broken_one(checkpoin
 
 def test_checkpoint_without_checksums_restores_unverified_with_a_warning(checkpoints, states, caplog) -> None:
     (checkpoints / "2" / CHECKSUMS).unlink()
-    with caplog.at_level(logging.WARNING, logger="tbjax.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tbjax.trainer.checkpoint"):
         assert_state(resume(checkpoints, states[0]), 2, states[1])
     assert any(f"checkpoint {checkpoints / '2'} has no {CHECKSUMS}" in m and "unverified" in m for m in said(caplog))
 
@@ -171,7 +171,7 @@ def test_checkpoint_without_checksums_restores_unverified_with_a_warning(checkpo
 def test_unreadable_checkpoint_without_checksums_falls_back(checkpoints, states, caplog) -> None:
     (checkpoints / "2" / CHECKSUMS).unlink()
     delete_state_metadata(checkpoints / "2")
-    with caplog.at_level(logging.WARNING, logger="tbjax.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tbjax.trainer.checkpoint"):
         assert_state(resume(checkpoints, states[0]), 1, states[0])
     [line] = [m for m in said(caplog) if f"{checkpoints / '2'} is broken" in m]
     assert "Orbax cannot read it" in line and f"resuming from {checkpoints / '1'}" in line
@@ -204,7 +204,7 @@ def test_kill_during_orbax_write_resumes_from_the_last_committed_checkpoint(tiny
     kill_mid_save(tiny_dir("qwen3"), directory, "commit")
     assert any(".orbax-checkpoint-tmp" in p.name for p in directory.iterdir())  # step 2 died half-written
     checkpointer = Checkpointer(directory, save_every=1, keep=3)
-    with caplog.at_level(logging.WARNING, logger="tbjax.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tbjax.trainer.checkpoint"):
         assert_state(checkpointer.restore_latest(states[0], FINGERPRINT, allow_change=False), 1, states[0])
     assert said(caplog) == [f"resumed from step 1 ({directory / '1'})"]
     checkpointer.save(2, states[1], {"step": 2}, {"fingerprint": FINGERPRINT})  # the resumed run saves step 2
@@ -216,7 +216,7 @@ def test_kill_before_checksums_restores_the_committed_checkpoint_unverified(tiny
                                                                             caplog) -> None:
     directory = tmp_path / "checkpoints"
     kill_mid_save(tiny_dir("qwen3"), directory, "checksums")
-    with caplog.at_level(logging.WARNING, logger="tbjax.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tbjax.trainer.checkpoint"):
         assert_state(resume(directory, states[0]), 2, states[1])
     assert any("restored unverified" in m for m in said(caplog))
 
@@ -264,7 +264,7 @@ def test_grpo_loop_skips_a_corrupt_checkpoint_and_resumes_with_other_save_settin
     checkpoints = first.run.directory / "checkpoints"
     flip_bytes(checkpoints / "2")
     again = first.model_copy(update={"train": _replace(first.train, keep_checkpoints=5)})
-    with caplog.at_level(logging.WARNING, logger="tbjax.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="tbjax.trainer.checkpoint"):
         run = build_run(again, from_pretrained(model_dir), model_dir, tasks=tasks)
     assert run.step == 1
     [line] = [m for m in said(caplog) if f"{checkpoints / '2'} is broken" in m]

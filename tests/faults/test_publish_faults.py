@@ -1,4 +1,4 @@
-"""Faults in a weight publish (`tbjax.publish.publish_weights`): the publishing process killed with SIGKILL.
+"""Faults in a weight publish (`tbjax.models.hf.versions.publish_weights`): the publishing process killed with SIGKILL.
 
 A publish writes root/.v{N}.partial, renames it to root/v{N} and then points the `latest` symlink at it.
 Killed at any point, `latest` must still name a complete HF directory that loads, and the next publish must
@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 import transformers
 
-from tbjax.models import Qwen, from_pretrained, hf_export
-from tbjax.publish import publish_weights
+from tbjax.models import Qwen, from_pretrained
+from tbjax.models.hf import exporter as hf_export
+from tbjax.models.hf.versions import publish_weights
 from tests.faults.killed_child import hang_forever, kill_when_hanging
 
 # window -> (what is published before the killed publish, the version the killed publish writes, the dtype it

@@ -18,7 +18,7 @@ from rollout.interpret import Interpreter
 from rollout.launch_sglang import LaunchConfig, Supervisor
 from tbjax.engine import JaxEngine
 from tbjax.models import from_pretrained
-from tbjax.publish import publish_weights
+from tbjax.models.hf.versions import publish_weights
 from tests.rollout.e2e_support import EPISODE, check_trajectory, telecom_tasks
 
 G = 4

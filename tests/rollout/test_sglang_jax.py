@@ -25,7 +25,7 @@ from rollout.episode import EpisodeConfig, run_episode
 from rollout.interpret import Interpreter
 from tbjax.engine import JaxEngine
 from tbjax.models import from_pretrained
-from tbjax.publish import publish_weights
+from tbjax.models.hf.versions import publish_weights
 from tests.rollout.e2e_support import check_trajectory, telecom_tasks
 from tests.rollout.sglang_jax_support import Recording, assert_greedy_agree, export_for_sglang_jax, launch
 from tests.rollout.sglang_stub import on_engine

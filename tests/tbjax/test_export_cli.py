@@ -13,10 +13,10 @@ import pytest
 import torch
 import transformers
 
-from tbjax.checkpoint import Checkpointer
 from tbjax.export import main
 from tbjax.models import from_pretrained
-from tbjax.train_step import GRPOTrainer
+from tbjax.trainer.checkpoint import Checkpointer
+from tbjax.trainer.update import GRPOTrainer
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,7 @@ GRPO_ONLY = ["model.path=tiny:qwen3", "warm_start.steps=0", "select.candidates=0
 
 def test_plain_grpo_run_trains_checkpoints_and_exports(tmp_path):
     """Without pipeline stages (the multi-host shape): tiny policy made, one GRPO step, checkpoint, HF export.
-    The no-flag pipeline is tests/tbjax/test_pipeline.py."""
+    The no-flag pipeline is tests/tbjax/pipeline/test_pipeline.py."""
     result = run(*SHORT, *GRPO_ONLY, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "qwen3, 2 layers, hidden 64" in result.stdout and "done: 1 steps" in result.stdout

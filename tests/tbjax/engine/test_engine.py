@@ -11,7 +11,7 @@ import pytest
 from rollout.engine import SamplingParams
 from tbjax.engine import JaxEngine
 from tbjax.models import RuntimeConfig, from_pretrained
-from tbjax.publish import publish_weights
+from tbjax.models.hf.versions import publish_weights
 
 REFERENCE_SAMPLING = dict(temperature=1.0, top_k=20, top_p=0.95)  # the seed paper's rollout settings
 

@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tbjax.mesh import make_mesh, parse_mesh_spec
 from tbjax.models.attention_kernels import (
     attend,
     causal_attention,
@@ -17,6 +16,7 @@ from tbjax.models.attention_kernels import (
     cudnn_attention,
     xla_attention,
 )
+from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
 
 
 @pytest.fixture(scope="module")

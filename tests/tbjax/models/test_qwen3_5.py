@@ -96,7 +96,7 @@ def test_multimodal_checkpoint_loads_its_text_model_and_round_trips(tiny_dir, tm
     """The vision encoder is named in the log and skipped (and the parameter count from config.json is the
     model's); save -> load -> save reproduces every tensor (the vision encoder copied through) byte for byte."""
     source = tiny_dir("qwen3_5-vl")
-    with caplog.at_level(logging.INFO, logger="tbjax.models.hf_import"):
+    with caplog.at_level(logging.INFO, logger="tbjax.models.hf.importer"):
         model = from_pretrained(source)
     assert "ignoring the vision encoder: 21 tensors under model.visual." in caplog.text
     assert model.config.tie_word_embeddings and model.config.layer_types[1] == "full_attention"

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from tbjax.grpo import LossConfig, policy_loss_terms
-from tbjax.logprobs import chunked_logprobs
-from tbjax.mesh import make_mesh, parse_mesh_spec
 from tbjax.models import RuntimeConfig, from_pretrained
-from tbjax.packing import batch_from_groups
-from tbjax.sharding import ShardingError, ShardingRules, put_global
-from tbjax.train_step import GRPOTrainer
-from tests.tbjax.test_train_step import synthetic_groups
+from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
+from tbjax.parallel.sharding import ShardingError, ShardingRules, put_global
+from tbjax.trainer.logprobs import chunked_logprobs
+from tbjax.trainer.objective import LossConfig, policy_loss_terms
+from tbjax.trainer.packing import batch_from_groups
+from tbjax.trainer.update import GRPOTrainer
+from tests.tbjax.trainer.test_update import synthetic_groups
 
 RUNTIME = RuntimeConfig(linear_chunk_size=16)
 

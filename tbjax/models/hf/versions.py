@@ -1,0 +1,110 @@
+"""Weight publication: the trained policy as an HF safetensors directory `root/v{version}` that rollout
+engines load, and an atomic `latest` pointer.
+
+Readers never see a half-written version, and `latest` names a complete one wherever the publishing process
+dies (SIGKILL, a preempted machine): the directory is written under a hidden staging name and renamed, then
+`latest` (a symlink) is replaced by rename too. Republishing a version (a resumed run publishes its step
+again) renames the old directory away before the rename; when `latest` names it, `latest` first moves to a
+hard-linked copy of it, so it never names a missing directory (the old code deleted the directory `latest`
+named, and a kill before the rename left `latest` dangling until the next publish). Every publish removes
+what it replaced and what a killed one left (staging directories, old versions, copies) once `latest` names
+the new version. The same code path as `tbjax.export`, so what the engines load is exactly what transformers
+would load.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import jax
+from jax.experimental import multihost_utils
+
+from tbjax.models import Qwen, save_pretrained
+from tbjax.models.hf.config_v4 import write_transformers4_config
+
+LATEST = "latest"
+STAGING = ".partial"  # suffix of a version being written
+REPLACED = ".replaced"  # suffix of the copy of a version being published again, which `latest` names meanwhile
+REMOVED = ".removed"  # suffix of a version published again, renamed away to be removed
+
+
+def version_dir(root: str | Path, version: int | str) -> Path:
+    return Path(root) / f"v{version}"
+
+
+def publish_weights(model: Qwen, root: str | Path, version: int | str, *, tokenizer_dir: str | Path | None = None,
+                    dtype: str | None = None, transformers4_config: bool = False) -> Path:
+    """Writes `model` as root/v{version} (HF format) and points root/latest at it. Returns the directory.
+    `transformers4_config`: config.json for servers that pin transformers 4 (sglang-jax)."""
+    root = Path(root)
+    final = version_dir(root, version)
+    staging = root / f".{final.name}{STAGING}"
+    if jax.process_index() == 0:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)  # a killed publish's; `latest` never names a staging directory
+    save_pretrained(model, staging, tokenizer_dir=tokenizer_dir, dtype=dtype)
+    if jax.process_index() == 0:
+        if transformers4_config:
+            write_transformers4_config(staging)
+        _move_into_place(staging, final)
+        _point_latest_at(final)
+        _remove_leftovers(root)
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(f"published weights v{version}")
+    return final
+
+
+def _move_into_place(staging: Path, final: Path) -> None:
+    """Renames the complete `staging` to `final`. A `final` already there (the version published again) is renamed
+    away first, then removed by `_remove_leftovers`, so a kill never leaves it half deleted under its name; if
+    `latest` names it, `latest` first moves to a hard-linked copy of it (no data is copied)."""
+    if final.exists():
+        if _latest_name(final.parent) == final.name:
+            kept = final.parent / f".{final.name}{REPLACED}"
+            shutil.rmtree(kept, ignore_errors=True)  # `latest` names `final`, not this
+            shutil.copytree(final, kept, copy_function=_link)
+            _point_latest_at(kept)
+        removed = final.parent / f".{final.name}{REMOVED}"
+        shutil.rmtree(removed, ignore_errors=True)  # a killed publish's
+        os.replace(final, removed)
+    os.replace(staging, final)
+
+
+def _point_latest_at(directory: Path) -> None:
+    """Replaces the `latest` symlink beside `directory` by one naming it, atomically (rename)."""
+    pointer = directory.parent / f".{LATEST}.tmp"
+    pointer.unlink(missing_ok=True)
+    pointer.symlink_to(directory.name)
+    os.replace(pointer, directory.parent / LATEST)
+
+
+def _latest_name(root: Path) -> str | None:
+    """The name `latest` holds, or None before the first publication."""
+    try:
+        return os.readlink(root / LATEST)
+    except OSError:  # no symlink there
+        return None
+
+
+def _remove_leftovers(root: Path) -> None:
+    """Removes the replaced versions, and what killed publishes left (staging directories, replaced versions and
+    their copies). Called once `latest` names the version just published, so it names none of them."""
+    for path in root.iterdir():
+        if path.name.startswith(".v") and path.name.endswith((STAGING, REPLACED, REMOVED)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _link(source: str, destination: str) -> None:
+    """copytree's copy function: a hard link, or a copy on a file system without them."""
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+def latest_version(root: str | Path) -> Path | None:
+    """The directory `latest` points at, or None before the first publication."""
+    pointer = Path(root) / LATEST
+    return pointer.resolve() if pointer.is_symlink() else None

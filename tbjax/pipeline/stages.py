@@ -1,0 +1,290 @@
+"""The seed paper's experiment as one command: warm start -> select by difficulty -> GRPO -> evaluate base and
+trained policies on held-out tasks -> compare. `python -m tbjax.train` runs it when the config enables the
+warm-start, selection or evaluation stages (the laptop default does); otherwise it is plain GRPO.
+
+Every stage caches its outputs under the run directory and is skipped (or resumed) when they exist, so a
+second call after an interruption continues instead of redoing:
+
+    assets/                the tiny policy and its tokenizer
+    warm_start/            demos.jsonl, metrics.jsonl, checkpoints/, export/v{updates}   (the base policy)
+    select/                trials.jsonl, summary.json, selected.yaml, aggregates.jsonl, manifest.json, bands.png
+    eval/base/, eval/trained/   trials.jsonl, summary.json, report.md, plots (same tasks, same seeds)
+    grpo/                  metrics.jsonl, checkpoints/, export/v{steps}   (the trained policy)
+    compare/               compare.json, compare.md, domains.png
+    learning_curves.png, warm_start_loss.png   the GRPO curves and the warm start's loss
+    stages.json (wall time per stage), results.md (the table printed at the end)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import yaml
+from rich.console import Console
+
+from envs import Split, Task
+from rollout.compare import write_comparison
+from rollout.decisions import decision_rows
+from rollout.evaluate import evaluate
+from rollout.evaluation.runner import token_trial_runner
+from rollout.evaluation.selection import SelectionConfig
+from rollout.interpret import Interpreter
+from rollout.plots import learning_curves_png, read_steps, warm_start_png
+from rollout.records import atomic_write, read_records
+from rollout.select import run_selection
+from tbjax.assets.model_source import resolve_model_dir
+from tbjax.config import ConfigError, RunSection, TasksSection, TrainConfig
+from tbjax.engine import JaxEngine
+from tbjax.models import ModelConfig, Qwen, from_pretrained
+from tbjax.models.placement import checked_mesh
+from tbjax.pipeline.results import results_markdown, results_table
+from tbjax.trainer.loop import (
+    embedded_engine,
+    run_training,
+    session_opener,
+    task_pool,
+    train_split_tasks,
+    training_tasks,
+)
+from tbjax.warmstart.warm_start import load_or_record_demos, load_or_record_slips, slip_summary, warm_start
+
+console = Console()
+STAGES = ("assets", "warm start", "select", "evaluate base", "grpo", "evaluate trained", "compare")
+
+
+def has_stages(config: TrainConfig) -> bool:
+    return bool(config.warm_start.steps or config.select.candidates or config.evaluate.tasks)
+
+
+class StageClock:
+    """Wall time per stage, kept in stages.json across resumed calls (a cached stage keeps its time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seconds: dict[str, float] = json.loads(path.read_text()) if path.is_file() else {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        number = STAGES.index(name) + 1
+        console.rule(f"[bold]stage {number}/{len(STAGES)}: {name}")
+        start = time.perf_counter()
+        yield
+        elapsed = time.perf_counter() - start
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + elapsed, 1)
+        atomic_write(self.path, json.dumps(self.seconds, indent=2))
+
+
+def heldout_split_tasks(section: TasksSection) -> list[Task]:
+    """The heldout split's tasks of `tasks.domains` (None: all), from tasks.file or the known domains."""
+    names, pool = task_pool(section, Split.HELDOUT)
+    return [t for t in pool if names is None or t.domain in names]
+
+
+def sample_tasks(pool: list[Task], count: int, seed: int) -> list[Task]:
+    """`count` tasks of `pool`, drawn with `seed`, spread evenly over templates (round robin over each
+    domain's templates), in id order."""
+    rng = np.random.default_rng(seed)
+    by_template: dict[tuple[str, str], list[Task]] = {}
+    for task in pool:
+        by_template.setdefault((task.domain, task.template), []).append(task)
+    queues = [[ts[i] for i in rng.permutation(len(ts))] for _, ts in sorted(by_template.items())]
+    chosen: list[Task] = []
+    while len(chosen) < min(count, len(pool)):
+        for queue in queues:
+            if queue and len(chosen) < count:
+                chosen.append(queue.pop())
+    return sorted(chosen, key=lambda t: t.id)
+
+
+def split_heldout(config: TrainConfig) -> tuple[list[Task], list[Task]]:
+    """(tasks to train on, held-out tasks to evaluate on). `evaluate.heldout: templates` holds out the
+    heldout split (templates never trained on: new tools, new requests); `instances` holds out
+    `evaluate.tasks` train-split tasks (new customers, ids and values of the trained templates), which then
+    appear in no demonstration, selection or GRPO batch."""
+    e = config.evaluate
+    train = train_split_tasks(config)
+    if e.heldout == "templates":
+        return train, sample_tasks(heldout_split_tasks(config.tasks), e.tasks, e.seed)
+    heldout = sample_tasks(train, e.tasks, e.seed)
+    held = {t.id for t in heldout}
+    return [t for t in train if t.id not in held], heldout
+
+
+def heldout_templates(config: TrainConfig) -> list[Task]:
+    """The heldout split's tasks evaluated beside held-out instances (`evaluate.templates_tasks`), or none."""
+    e = config.evaluate
+    if e.heldout != "instances" or not e.templates_tasks:
+        return []
+    return sample_tasks(heldout_split_tasks(config.tasks), e.templates_tasks, e.seed)
+
+
+def without_heldout(tasks: list[Task], heldout: list[Task]) -> list[Task]:
+    """`tasks` less the held-out ones: whatever selects the training tasks (a selection, `tasks.selected`, or
+    every train-split task when `select.candidates` is 0), no held-out task is trained on."""
+    held = {t.id for t in heldout}
+    kept = [t for t in tasks if t.id not in held]
+    if len(kept) < len(tasks):
+        console.print(f"[yellow]{len(tasks) - len(kept)} held-out tasks left out of GRPO's pool[/yellow]")
+    if not kept:
+        raise ConfigError("every training task is held out for evaluation: lower evaluate.tasks or add tasks")
+    return kept
+
+
+def load_policy(path: Path, config: TrainConfig) -> Qwen:
+    runtime = config.model.runtime()
+    mesh = checked_mesh(config.mesh.shape, config.mesh.layout, ModelConfig.from_pretrained(path, runtime))
+    return from_pretrained(path, mesh=mesh, runtime=runtime)
+
+
+class Campaigns:
+    """Trials of one policy on an in-process engine (selection and evaluation share it)."""
+
+    def __init__(self, policy_dir: Path, name: str, config: TrainConfig, interpreter: Interpreter) -> None:
+        self.config, self.name, self.interpreter = config, name, interpreter
+        self.policy_dir = policy_dir
+        self._engine: JaxEngine | None = None
+
+    def engine(self) -> JaxEngine:
+        if self._engine is None:
+            console.print(f"loading the {self.name} policy from {self.policy_dir}; its engine compiles during the "
+                          "first trials, so they take longest")
+            self._engine = embedded_engine(load_policy(self.policy_dir, self.config), self.config.rollout,
+                                           self.name)
+        return self._engine
+
+    def run(self, tasks: list[Task], k: int, seed: int, out: Path) -> dict[str, Any]:
+        if _complete(out, tasks, k):
+            return json.loads((out / "summary.json").read_text())
+        runner = token_trial_runner(self.engine(), self.interpreter, model=self.name, config=self.config.episode,
+                                    opener=session_opener(self.config), seed=seed)
+        return asyncio.run(evaluate(tasks, runner, out=out, k=k, resume=True,
+                                    concurrency=self.config.evaluate.concurrency,
+                                    title=f"{self.name} policy, {len(tasks)} tasks x {k} trials"))
+
+    def close(self) -> None:
+        if self._engine is not None:
+            asyncio.run(self._engine.close())
+            self._engine = None
+
+
+def _complete(out: Path, tasks: list[Task], k: int) -> bool:
+    """A campaign whose summary covers exactly these tasks and k (a resumed call skips it)."""
+    summary = out / "summary.json"
+    if not summary.is_file():
+        return False
+    data = json.loads(summary.read_text())
+    return data.get("tasks") == len(tasks) and data.get("k") == k
+
+
+def _compare(root: Path, split: str, config: TrainConfig) -> dict[str, Any]:
+    """Base vs trained on the campaigns eval/base{split} and eval/trained{split}, written to compare{split}/."""
+    return write_comparison(root / "eval" / f"base{split}" / "trials.jsonl",
+                            root / "eval" / f"trained{split}" / "trials.jsonl", root / f"compare{split}",
+                            names=("base", "trained"), resamples=config.evaluate.bootstrap_resamples,
+                            seed=config.evaluate.seed)
+
+
+def plot_training(root: Path, config: TrainConfig) -> None:
+    """learning_curves.png from GRPO's metrics and, where the run warm-started, warm_start_loss.png beside it
+    (the warm start's loss per update, its copy drills shaded)."""
+    learning_curves_png(root / "grpo" / "metrics.jsonl", root / "learning_curves.png")
+    warm_start_metrics = root / "warm_start" / "metrics.jsonl"
+    if warm_start_metrics.is_file():
+        warm_start_png(warm_start_metrics, root / "warm_start_loss.png", config.warm_start.copy_drills)
+
+
+def _write_ids(path: Path, ids: list[str]) -> str:
+    atomic_write(path, yaml.safe_dump({"tasks": ids}, sort_keys=False))
+    return str(path)
+
+
+def run_pipeline(config: TrainConfig) -> dict[str, Any]:
+    """Runs (or resumes) every stage; returns the comparison (compare.json's content)."""
+    if jax.process_count() > 1:
+        raise ConfigError("the warm-start / select / evaluate stages run in one process (the embedded engine); "
+                          "for multi-host training set warm_start.steps=0, select.candidates=0, evaluate.tasks=0 "
+                          "and give tasks.selected")
+    root = config.run.directory
+    root.mkdir(parents=True, exist_ok=True)
+    clock = StageClock(root / "stages.json")
+    stage = clock.stage
+
+    with stage("assets"):
+        model_dir = resolve_model_dir(config.model.path, root)
+        interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
+    train_pool, heldout = split_heldout(config)
+    slipped = None
+    with stage("warm start"):
+        base_dir = model_dir
+        if config.warm_start.steps:
+            demos = load_or_record_demos(root / "warm_start" / "demos.jsonl", train_pool, interpreter,
+                                         session_opener(config), config.episode)
+            slipped = load_or_record_slips(root / "warm_start" / "slips.jsonl", train_pool, interpreter,
+                                           session_opener(config), config.episode) if config.warm_start.slips else None
+            base_dir = warm_start(load_policy(model_dir, config), model_dir, demos, config.warm_start,
+                                  root / "warm_start", row_len=config.train.row_len,
+                                  micro_batch_rows=config.train.micro_batch_rows,
+                                  logprob_chunk=config.train.logprob_chunk, slipped=slipped)
+    base = Campaigns(base_dir, "base", config, interpreter)
+    with stage("select"):
+        selected = config.tasks.selected
+        if config.select.candidates:
+            s = config.select
+            candidates = sample_tasks(train_pool, s.candidates, s.seed)
+            base.run(candidates, s.trials, s.seed, root / "select")
+            manifest = run_selection(root / "select" / "trials.jsonl", root / "select", SelectionConfig(
+                keep=tuple(s.keep), min_clean_runs=s.min_clean_runs))
+            selected = str(root / "select" / "selected.yaml")
+            if not manifest["counts"]["selected"]:
+                console.print(f"[yellow]selection kept no task of {s.candidates} candidates (per band: "
+                              f"{manifest['counts']['per_band']}): every group will have equal rewards and GRPO "
+                              "will skip its steps. Train on all candidates to show it; to fix, change "
+                              "warm_start.steps or select.keep[/yellow]")
+                selected = _write_ids(root / "select" / "candidates.yaml", [t.id for t in candidates])
+    templates = heldout_templates(config)
+    with stage("evaluate base"):
+        if heldout:
+            base.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "base")
+        if templates:
+            base.run(templates, config.evaluate.k, config.evaluate.seed, root / "eval" / "base_templates")
+    base.close()
+    with stage("grpo"):
+        grpo_config = config.model_copy(update={
+            "run": RunSection(name="grpo", root=str(root)),
+            "tasks": config.tasks.model_copy(update={"selected": selected})})
+        summary = root / "grpo" / "summary.json"
+        if summary.is_file():
+            trained_dir = Path(json.loads(summary.read_text())["export"])
+        else:
+            trained_dir = run_training(grpo_config, load_policy(base_dir, config), base_dir,
+                                       without_heldout(training_tasks(grpo_config), heldout))
+    with stage("evaluate trained"):
+        if heldout:
+            trained = Campaigns(trained_dir, "trained", config, interpreter)
+            trained.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained")
+            if templates:
+                trained.run(templates, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained_templates")
+            trained.close()
+    with stage("compare"):
+        plot_training(root, config)
+        steps = read_steps(root / "grpo" / "metrics.jsonl")
+        if not heldout:
+            return {}
+        result = _compare(root, "", config)
+        on_templates = _compare(root, "_templates", config) if templates else None
+    console.print(results_table(result, clock.seconds, config.evaluate.heldout))
+    decisions = decision_rows(read_records(root / "eval" / "base" / "trials.jsonl"),
+                              read_records(root / "eval" / "trained" / "trials.jsonl"),
+                              {t.id: t.kind.value for t in heldout})
+    atomic_write(root / "results.md", results_markdown(result, clock.seconds, config, steps, decisions,
+                                                       None if slipped is None else slip_summary(slipped),
+                                                       on_templates))
+    return result

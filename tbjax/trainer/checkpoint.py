@@ -1,0 +1,284 @@
+"""Orbax checkpoints of a training run: the train state (params, optimizer state, step), the data
+iterator's position and a JSON record (step, config fingerprint, task manifest hash, RNG seed).
+
+Saves are asynchronous (the next step's rollouts overlap the write) and every process writes its own
+shards. Orbax finalises a step by renaming its temporary directory, so a checkpoint killed mid-write is
+never listed. Once a save has finished, process 0 hashes every file of the step directory (in the
+background) and writes the SHA-256 sums into `checksums.json` inside it, last and atomically.
+
+Orbax itself checks nothing it reads back: a flipped byte restores as a wrong (often NaN) parameter, and a
+truncated or missing file fails deep inside TensorStore. So resume takes the newest checkpoint whose files
+match their checksums. Each broken one is reported in one line naming it and the checkpoint resumed from,
+and moved aside to `<directory>.broken/` so that the resumed run can save that step again; with no intact
+checkpoint the run refuses to start and names every broken one. A checkpoint without checksums (written
+before they existed, or by a run killed between Orbax's commit and the checksums) is restored unverified
+with a warning, and counts as broken only if Orbax cannot read it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
+
+from rollout.records import atomic_write
+from tbjax.trainer.update import TrainState
+
+log = logging.getLogger(__name__)
+
+CHECKSUMS = "checksums.json"  # in each step directory: relative path -> {"size", "sha256"} of every other file
+HASH_THREADS = 8  # files hashed at once (hashlib releases the GIL): large checkpoints are many shard files
+
+
+class ResumeError(ValueError):
+    """A checkpoint that must not be resumed as is (its run had another config)."""
+
+
+class BrokenCheckpointError(ResumeError):
+    """No checkpoint of the run is intact: resuming any would train on damaged state."""
+
+
+class DamagedCheckpoint(Exception):
+    """A step directory whose files are not the ones saved; the message names the first that differs."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """The checkpoint a run resumes from: its step and directory, train state, data iterator state and record."""
+
+    step: int
+    path: Path
+    state: TrainState
+    data: dict[str, Any]
+    record: dict[str, Any]
+
+
+class Checkpointer:
+    def __init__(self, directory: str | Path, *, save_every: int, keep: int):
+        self.save_every = save_every
+        self.directory = Path(directory).absolute()
+        self.manager = ocp.CheckpointManager(
+            self.directory,
+            options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True),
+            item_names=("state", "data", "record"),
+        )
+        self._sealing: threading.Thread | None = None  # waits for the save in flight, then writes its checksums
+        self._sealing_error: Exception | None = None
+
+    def due(self, step: int, final: bool) -> bool:
+        return final or step % self.save_every == 0
+
+    def save(self, step: int, state: TrainState, data_state: dict[str, Any], record: dict[str, Any]) -> None:
+        """Starts the asynchronous save of `step`, and a thread that writes its checksums once it has finished.
+        The previous save's checksums are written first (Orbax waits for the previous save here anyway), so
+        Orbax's removal of old checkpoints never races the hashing."""
+        self._finish_sealing()
+        self.manager.save(step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state),
+            record=ocp.args.JsonSave({**record, "step": step})))
+        self._sealing = threading.Thread(target=self._seal, args=(step,), name=f"checksums-{step}", daemon=True)
+        self._sealing.start()
+
+    def _seal(self, step: int) -> None:
+        """Waits until Orbax has committed `step` on every process, then process 0 writes its checksums; an
+        error is kept for the main thread (raised by its next save, wait or close)."""
+        try:
+            self.manager.wait_until_finished()
+            if jax.process_index() == 0:
+                write_checksums(self.directory / str(step))
+        except Exception as error:  # handed to the main thread, which raises it
+            self._sealing_error = error
+
+    def _finish_sealing(self) -> None:
+        if self._sealing is not None:
+            self._sealing.join()
+            self._sealing = None
+        if self._sealing_error is not None:
+            error, self._sealing_error = self._sealing_error, None
+            raise error
+
+    def restore_latest(self, target: TrainState, fingerprint: str | None, allow_change: bool) -> Restored | None:
+        """The newest intact checkpoint restored onto `target`'s shardings (a TrainState of arrays or
+        ShapeDtypeStructs with shardings); None when there is no checkpoint. Broken ones newer than it are
+        reported and moved aside; BrokenCheckpointError names them all when none is intact, ResumeError
+        refuses a checkpoint of another config unless `allow_change`. A `fingerprint` of None reads the
+        weights of whatever config wrote them (tbjax.export), checking none.
+
+        Every process checks the files itself (the verdicts agree: they read the same files), so no
+        process has to wait for another's answer before restoring."""
+        broken: list[tuple[Path, str]] = []
+        for step in sorted(self.manager.all_steps(), reverse=True):
+            try:
+                restored = self._restore(step, target)
+            except DamagedCheckpoint as damage:
+                broken.append((self.directory / str(step), str(damage)))
+                continue
+            if fingerprint is not None:
+                _check_fingerprint(step, restored.record, fingerprint, allow_change)
+            self._set_aside(broken, restored.path)
+            log.warning("%s step %d (%s)", "restored" if fingerprint is None else "resumed from", step, restored.path)
+            return restored
+        if broken:
+            raise BrokenCheckpointError(
+                f"no intact checkpoint to resume from in {self.directory}: "
+                + "; ".join(f"{path} ({why})" for path, why in broken)
+                + ". Restore them from a copy, or move them away to start from step 0")
+        return None
+
+    def restore(self, step: int, target: TrainState) -> Restored:
+        """Checkpoint `step` restored onto `target`'s shardings, whatever config wrote it (a tool reading one
+        given checkpoint: tbjax.export); BrokenCheckpointError when its files are not the ones saved or it
+        is not a finished checkpoint of this directory."""
+        path = self.directory / str(step)
+        if step not in self.manager.all_steps():
+            raise BrokenCheckpointError(f"{path} is not a finished checkpoint (Orbax lists steps "
+                                        f"{sorted(self.manager.all_steps())} in {self.directory})")
+        try:
+            return self._restore(step, target)
+        except DamagedCheckpoint as damage:
+            raise BrokenCheckpointError(f"checkpoint {path} is broken: {damage}") from damage
+
+    def _restore(self, step: int, target: TrainState) -> Restored:
+        """Checkpoint `step` restored (DamagedCheckpoint if it is broken), with a warning when no checksums
+        vouched for it."""
+        path = self.directory / str(step)
+        verified, (state, data, record) = self._load(step, path, target)
+        if not verified:
+            log.warning("checkpoint %s has no %s (written before checkpoints had them, or the run stopped "
+                        "before they were written): restored unverified", path, CHECKSUMS)
+        return Restored(step, path, state, data, record)
+
+    def _load(self, step: int, path: Path, target: TrainState
+              ) -> tuple[bool, tuple[TrainState, dict[str, Any], dict[str, Any]]]:
+        """(whether checksums vouched for it, what Orbax restored); DamagedCheckpoint if it is broken. A failure to
+        read a verified checkpoint is no damage (its files are the ones saved) and propagates."""
+        verified = verify(path)
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
+        try:
+            restored = self.manager.restore(step, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(abstract), data=ocp.args.JsonRestore(),
+                record=ocp.args.JsonRestore()))
+        except Exception as error:
+            if verified:
+                raise
+            raise DamagedCheckpoint(f"no {CHECKSUMS}, and Orbax cannot read it: {_first_line(error)}") from error
+        return verified, (restored.state, restored.data, restored.record)
+
+    def _set_aside(self, broken: list[tuple[Path, str]], fallback: Path) -> None:
+        """Process 0 moves the broken checkpoints to `<directory>.broken/` (Orbax would refuse to save their
+        steps again, and removing them would destroy the evidence), one line each; then every process
+        re-reads the step list once process 0 is done."""
+        if jax.process_index() == 0:
+            aside = self.directory.with_name(self.directory.name + ".broken")
+            for path, why in broken:
+                moved = _unused(aside / path.name)
+                if path.exists():
+                    aside.mkdir(exist_ok=True)
+                    path.rename(moved)
+                log.warning("checkpoint %s is broken (%s): moved to %s; resuming from %s", path, why, moved,
+                            fallback)
+        if jax.process_count() > 1:
+            multihost_utils.sync_global_devices("tbjax.trainer.checkpoint: broken checkpoints set aside")
+        self.manager.reload()
+
+    def wait(self) -> None:
+        """Blocks until the save in flight is committed and its checksums written."""
+        self._finish_sealing()
+        self.manager.wait_until_finished()
+
+    def close(self) -> None:
+        """Writes the last save's checksums and closes Orbax's manager (also when that save failed)."""
+        try:
+            self._finish_sealing()
+        finally:
+            self.manager.close()
+
+
+def _check_fingerprint(step: int, record: dict[str, Any], fingerprint: str, allow_change: bool) -> None:
+    if record.get("fingerprint") != fingerprint:
+        message = (f"checkpoint step {step} was written by a run with config fingerprint "
+                   f"{record.get('fingerprint')}, this run's is {fingerprint}")
+        if not allow_change:
+            raise ResumeError(f"{message}; resume with the same config, start a new run.name, or pass "
+                              "train.allow_config_change=true to continue anyway")
+        log.warning("%s; continuing because train.allow_config_change is set", message)
+
+
+def _files(step_dir: Path) -> list[str]:
+    """Every file of a step directory but its checksums, as sorted relative paths."""
+    manifest = step_dir / CHECKSUMS
+    return sorted(p.relative_to(step_dir).as_posix() for p in step_dir.rglob("*") if p.is_file() and p != manifest)
+
+
+def _digest(path: Path) -> dict[str, Any]:
+    with path.open("rb") as f:
+        return {"size": os.fstat(f.fileno()).st_size, "sha256": hashlib.file_digest(f, "sha256").hexdigest()}
+
+
+def _digests(step_dir: Path) -> dict[str, dict[str, Any]]:
+    names = _files(step_dir)
+    with concurrent.futures.ThreadPoolExecutor(HASH_THREADS) as pool:
+        return dict(zip(names, pool.map(lambda name: _digest(step_dir / name), names), strict=True))
+
+
+def write_checksums(step_dir: Path) -> None:
+    """Writes the size and SHA-256 of every file of a finished step directory into its `checksums.json`
+    (atomically: a reader sees no checksums or all of them)."""
+    atomic_write(step_dir / CHECKSUMS, json.dumps(_digests(step_dir), indent=1, sort_keys=True))
+
+
+def verify(step_dir: Path) -> bool:
+    """True if every file of `step_dir` matches `checksums.json` (none missing, none added); False if it has
+    no checksums; DamagedCheckpoint naming the first file that differs otherwise."""
+    manifest = step_dir / CHECKSUMS
+    if not step_dir.is_dir():
+        raise DamagedCheckpoint("the directory is gone")
+    if not manifest.is_file():
+        return False
+    try:
+        expected = json.loads(manifest.read_text())
+        actual = _digests(step_dir)
+    except (OSError, ValueError) as error:
+        raise DamagedCheckpoint(f"unreadable: {_first_line(error)}") from error
+    if not isinstance(expected, dict):
+        raise DamagedCheckpoint(f"{CHECKSUMS} is not a mapping of files")
+    if actual != expected:
+        name = next(n for n in sorted({*actual, *expected}) if actual.get(n) != expected.get(n))
+        raise DamagedCheckpoint(_difference(name, actual.get(name), expected.get(name)))
+    return True
+
+
+def _difference(name: str, actual: dict[str, Any] | None, expected: Any) -> str:
+    """How file `name` differs from what was saved."""
+    if actual is None:
+        return f"{name} is missing"
+    if expected is None:
+        return f"{name} is not in {CHECKSUMS}"
+    if isinstance(expected, dict) and expected.get("size") != actual["size"]:
+        return f"{name} has {actual['size']} bytes, {expected.get('size')} when saved"
+    return f"{name} differs from its checksum"
+
+
+def _unused(path: Path) -> Path:
+    """`path`, or `path.1`, `path.2`... the first that does not exist."""
+    candidate, n = path, 0
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.{n}")
+    return candidate
+
+
+def _first_line(error: BaseException) -> str:
+    """An exception as one short line (TensorStore's messages run to many)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__

@@ -1,0 +1,389 @@
+"""The synchronous GRPO loop: draw tasks -> run groups of episodes on the engine -> advantages -> one update
+on the mesh -> checkpoint -> publish the new weights to the engine -> log. Resumes from the run directory.
+
+Only process 0 drives rollouts and writes the logs; the other processes receive each step's packed batch
+from it (tbjax.trainer.multihost) and train, checkpoint and publish in lockstep. The embedded JaxEngine receives new
+parameters in memory (with one process it shares the trainer's devices; with several it serves a
+single-device copy on process 0), while SGLang servers load each published HF directory from disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grain
+import yaml
+from flax import nnx
+
+from envs import DomainError, InvalidTaskError, Split, Task, load_tasks, open_session
+from envs.chat_endpoint import ChatClient
+from envs.loading import seal_tasks, task_records
+from envs.registry import domain_name
+from envs.thinkingbox import is_benchmark_task
+from envs.users.llm import LlmUser
+from envs.users.scripted import ScriptedUser
+from rollout.engines.sglang import SGLangEngine
+from rollout.episode import SessionOpener, derive_seed, run_episode
+from rollout.groups import GroupScheduler
+from rollout.interpret import Interpreter
+from tbjax.config import ConfigError, MissingInputError, RolloutSection, TasksSection, TrainConfig
+from tbjax.engine import JaxEngine
+from tbjax.models import Qwen
+from tbjax.models.hf.versions import publish_weights
+from tbjax.trainer.checkpoint import Checkpointer
+from tbjax.trainer.handover import Handover
+from tbjax.trainer.metrics_log import MetricsLog
+from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
+from tbjax.trainer.multihost import engine_model, is_driver, share_batch
+from tbjax.trainer.packing import batch_from_groups
+from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
+from tbjax.trainer.update import GRPOTrainer, TrainState
+
+log = logging.getLogger(__name__)
+
+
+def task_pool(section: TasksSection, split: Split) -> tuple[list[str] | None, list[Task]]:
+    """(tasks.domains as domain names, None for all; every `split` task to choose from): tasks.file's, else
+    those of every known domain. A "module:attr" entry of tasks.domains is loaded first, so that its domain's
+    tasks load and their sessions open; a benchmark task is refused."""
+    try:
+        names = None if section.domains is None else [domain_name(entry) for entry in section.domains]
+    except DomainError as error:
+        raise ConfigError(f"tasks.domains: {error}") from error
+    if section.file:
+        return names, _file_tasks(Path(section.file), split)
+    return names, _refuse_benchmark(load_tasks(split=split), "the known domains")
+
+
+def _file_tasks(path: Path, split: Split) -> list[Task]:
+    """tasks.file's `split` tasks, sealed against their domains; a benchmark task of either split is refused."""
+    if not path.is_file():
+        raise MissingInputError(f"tasks.file: {path} does not exist; write your tasks there (envs.write_jsonl, one "
+                                "Task per line), or drop tasks.file to train on the domains' own tasks")
+    try:
+        records = _refuse_benchmark(task_records(path), f"tasks.file {path}")
+        return seal_tasks(task for task in records if task.split == split)
+    except (DomainError, InvalidTaskError) as error:
+        raise ConfigError(f"tasks.file {path}: {error}") from error
+
+
+def _refuse_benchmark(tasks: list[Task], source: str) -> list[Task]:
+    """`tasks`, none of which may be a benchmark task: those are evaluation-only."""
+    banned = [t.id for t in tasks if is_benchmark_task(t.id)]
+    if banned:
+        raise ConfigError(f"benchmark task {banned[0]} (in {source}) is evaluation-only and must never be trained "
+                          "on; remove it")
+    return tasks
+
+
+def train_split_tasks(config: TrainConfig) -> list[Task]:
+    """The train split's tasks of `tasks.domains` and `tasks.templates` (None: all), from tasks.file or the
+    known domains; a domain or template name that selects no train-split task is an error."""
+    t = config.tasks
+    names, every = task_pool(t, Split.TRAIN)
+    unknown_domains = sorted(set(names or ()) - {task.domain for task in every})
+    if unknown_domains:
+        source = f"tasks.file {t.file}" if t.file else "the known domains"
+        raise ConfigError(f"tasks.domains names {unknown_domains}, which have no train-split tasks in {source}; "
+                          f"choose from {sorted({task.domain for task in every})}, or set tasks.domains=null")
+    tasks = [task for task in every if names is None or task.domain in names]
+    if t.templates is not None:
+        known = {task.template for task in tasks}
+        unknown = sorted(set(t.templates) - known)
+        if unknown:
+            raise ConfigError(f"tasks.templates names {unknown}, not train-split templates of the domains "
+                              f"{t.domains or 'all'}; choose from {sorted(known)}, or set tasks.templates=null")
+        tasks = [task for task in tasks if task.template in t.templates]
+    return tasks
+
+
+def training_tasks(config: TrainConfig) -> list[Task]:
+    """The tasks GRPO draws from: train_split_tasks, narrowed to tasks.selected's ids when given."""
+    tasks = train_split_tasks(config)
+    if config.tasks.selected:
+        if not Path(config.tasks.selected).is_file():
+            raise MissingInputError(f"tasks.selected: {config.tasks.selected} does not exist; write it with "
+                              "`python -m rollout.select`, or drop tasks.selected to train on every task")
+        wanted = yaml.safe_load(Path(config.tasks.selected).read_text())
+        wanted = wanted.get("tasks", wanted) if isinstance(wanted, dict) else wanted
+        by_id = {t.id: t for t in tasks}
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            raise ConfigError(f"{config.tasks.selected} names {len(missing)} tasks that are not train-split tasks "
+                              f"of the configured domains and templates (e.g. {missing[0]}); re-run "
+                              "rollout.select")
+        tasks = [by_id[i] for i in wanted]
+    if not tasks:
+        raise ConfigError("no training tasks: check tasks.file, tasks.domains, tasks.templates and tasks.selected")
+    return tasks
+
+
+def task_order(tasks: list[Task], section: TasksSection) -> grain.IterDataset:
+    """The endless, checkpointable stream of indices into `tasks` that GRPO draws its groups from
+    (`tasks.draw`): reshuffled every pass, by `tasks.seed`."""
+    if section.draw == "uniform":
+        return grain.MapDataset.range(len(tasks)).shuffle(seed=section.seed).repeat(None).to_iter_dataset()
+    kinds = sorted({task.kind for task in tasks})
+    per_kind = [grain.MapDataset.source([i for i, task in enumerate(tasks) if task.kind == kind])
+                .shuffle(seed=section.seed + n).repeat(None) for n, kind in enumerate(kinds)]
+    return grain.MapDataset.mix(per_kind).to_iter_dataset()  # one of each kind in turn
+
+
+def task_manifest_hash(tasks: list[Task]) -> str:
+    return hashlib.sha256("\n".join(t.id for t in tasks).encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything the loop holds between steps."""
+
+    config: TrainConfig
+    trainer: GRPOTrainer
+    state: TrainState
+    engine: Any  # None on processes other than the driver
+    interpreter: Interpreter
+    tasks: list[Task]
+    iterator: Any  # grain DatasetIterator over task indices (checkpointed)
+    checkpointer: Checkpointer
+    metrics: MetricsLog | None  # None on processes other than the driver
+    model_dir: Path
+    step: int = 0
+    draws: int = 0  # tasks the group scheduler has drawn (group ids and sampling seeds derive from it)
+    handover: Handover = dataclasses.field(default_factory=Handover)  # who holds the GPUs (tbjax.trainer.handover)
+    mismatch: MismatchMeter | None = None  # train.mismatch_stats (tbjax.trainer.mismatch)
+    alarm: MismatchAlarm | None = None  # train.mismatch_alarm
+    refit: RefitCheck | None = None  # train.refit_probe (tbjax.trainer.refit_check)
+
+    @property
+    def directory(self) -> Path:
+        return self.config.run.directory
+
+
+def _user_factory(config: TrainConfig):
+    if config.user.kind == "scripted":
+        return ScriptedUser
+    client = ChatClient.from_config(config.user.endpoint)
+    return functools.partial(LlmUser, client=client, temperature=config.user.temperature)
+
+
+def session_opener(config: TrainConfig) -> SessionOpener:
+    """Opens sessions of any known domain with the configured user simulator and prompt style."""
+    return functools.partial(open_session, user=_user_factory(config), prompt=config.tasks.prompt)
+
+
+def _task_stream(run: Run) -> Iterator[Task]:
+    for index in run.iterator:
+        yield run.tasks[int(index)]
+
+
+async def _publish(run: Run, version: str) -> float:
+    """Every process takes part (gathers and HF writes are collective); only the driver tells the engine."""
+    start = time.perf_counter()
+    if run.config.rollout.engine == "embedded":
+        model = engine_model(run.trainer, run.state.params)
+        if run.engine is not None:
+            await run.engine.set_state(nnx.state(model), version)
+    else:
+        path = publish_weights(run.trainer.model_for(run.state.params), run.directory / "weights", version,
+                               tokenizer_dir=run.model_dir)
+        if run.engine is not None:
+            await run.engine.update_weights(str(path), version)
+    return time.perf_counter() - start
+
+
+async def _refresh(run: Run, version: str) -> None:
+    """Publishes the new weights, then takes the refit probe's expected log-probs: the trainer's under them,
+    while its parameters are on the devices (colocated runs move them to host memory right after)."""
+    await _publish(run, version)
+    if run.refit is not None:
+        run.refit.expect(run.state.params, version)
+
+
+async def _verify_refit(run: Run) -> dict[str, float]:
+    """The driver has the engine score the probe: its largest difference, or a RefitError."""
+    if run.refit is None or run.engine is None:
+        return {}
+    return {"refit_probe_max_diff": await run.refit.verify(run.engine)}
+
+
+async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any] | None:
+    """One step; the driver (which holds the scheduler) returns its metrics, the other processes None."""
+    config, step = run.config, run.step
+    start = time.perf_counter()
+    batch = await scheduler.next_batch() if scheduler is not None else None
+    rollout_s = time.perf_counter() - start
+    packed = None if batch is None else batch_from_groups(
+        [g.trajectories for g in batch.groups], config.grpo, config.train.row_len, config.train.micro_batch_rows,
+        run.trainer.rows_multiple)
+    packed, run.draws = share_batch(packed, scheduler.draws if scheduler is not None else run.draws)
+    start = time.perf_counter()
+    if packed is None:
+        log.warning("step %d: no informative group (all rewards equal everywhere): optimizer step skipped", step + 1)
+        update: dict[str, Any] = {"skipped": True}
+    else:
+        await run.handover.to_trainer(run)
+        parts = run.trainer.prepare(run.state.params, packed)
+        mismatch = run.mismatch(run.state.params, parts) if run.mismatch is not None else {}  # before the update
+        run.state, update = run.trainer.update_prepared(run.state, parts)
+        update = {**update, **mismatch, "skipped": False}
+        if run.alarm is not None:
+            update["mismatch_alarm"] = run.alarm.check(update, step + 1)
+    update_s = time.perf_counter() - start
+    run.step += 1
+    start = time.perf_counter()
+    final = run.step == config.train.steps
+    if run.checkpointer.due(run.step, final):
+        run.checkpointer.save(run.step, run.state, run.iterator.get_state(), {
+            "fingerprint": config.fingerprint(), "tasks": task_manifest_hash(run.tasks), "seed": config.rollout.seed,
+            "draws": run.draws})
+    save_s = time.perf_counter() - start
+    start = time.perf_counter()
+    refit: dict[str, float] = {}
+    if packed is not None:
+        await run.handover.to_engines(run, functools.partial(_refresh, run, str(run.step)))
+        refit = await _verify_refit(run)  # once colocated servers have their KV cache back
+    publish_s = time.perf_counter() - start
+    if batch is None:
+        return None
+    trajectories = [t for g in batch.groups for t in g.trajectories]
+    counts = batch.counts
+    rewards = [t.reward for t in trajectories]
+    tokens = sum(t.completion_tokens for t in trajectories)
+    return {
+        "step": run.step, **update, **refit,
+        "reward_mean": sum(rewards) / len(rewards) if rewards else None,  # informative groups only
+        "pass_rate": counts.reward_sum / counts.scored_episodes if counts.scored_episodes else None,
+        "groups_informative": counts.informative, "groups_dropped": counts.dropped_all_equal,
+        "groups_refilled": counts.refilled, "tasks_replaced": counts.replaced,
+        "system_errors": dict(counts.system_errors), "episodes": counts.episodes,
+        "completion_tokens": tokens, "rollout_tokens_per_s": tokens / rollout_s if rollout_s else 0.0,
+        "malformed_tool_calls": sum(t.malformed_tool_calls for t in trajectories),
+        # what the step drew and how each group did (kept: informative), for per-task learning curves
+        "groups": [{"task": g.task.id, "kind": g.task.kind.value, "pass": sum(g.rewards) / len(g.rewards),
+                    "kept": g.informative} for g in batch.scored],
+        "time_rollout_s": rollout_s, "time_update_s": update_s, "time_save_s": save_s, "time_publish_s": publish_s,
+    }
+
+
+def make_trainer(config: TrainConfig, model: Qwen) -> GRPOTrainer:
+    """The update as a run configures it; tbjax.compile compiles this very one ahead of time."""
+    return GRPOTrainer(model, config.grpo, config.optim, temperature=config.episode.temperature,
+                       logprob_chunk=config.train.logprob_chunk,
+                       offload_optimizer=config.train.offload_optimizer or config.rollout.placement == "colocated",
+                       micro_batches_per_call=config.train.micro_batches_per_call,
+                       ppo_epochs=config.train.ppo_epochs, mini_batches=config.train.mini_batches,
+                       reference_placement=config.train.reference_placement)
+
+
+def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Run:
+    """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula)."""
+    trainer = make_trainer(config, model)
+    tasks = tasks if tasks is not None else training_tasks(config)
+    dataset = task_order(tasks, config.tasks)
+    checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
+                                keep=config.train.keep_checkpoints)
+    # On the update's own shardings from the start: one compilation, and a restore lands there directly (with
+    # several processes, moving a restored array between hosts' devices afterwards is not supported).
+    state = trainer.shard_state(trainer.init_state(model))
+    if config.grpo.uses_reference:  # the KL reference: the policy before any update, also when resuming
+        trainer.keep_reference(state.params)
+    iterator, step, draws = iter(dataset), 0, 0
+    # the newest intact checkpoint (the checkpointer reports broken ones and the step resumed from)
+    restored = (checkpointer.restore_latest(state, config.fingerprint(), config.train.allow_config_change)
+                if config.train.resume == "auto" else None)
+    if restored is not None:
+        state = restored.state
+        iterator.set_state(restored.data)
+        step, draws = int(restored.record["step"]), int(restored.record["draws"])
+    engine = _engine(config, trainer, state, step)
+    interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
+    metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None
+    if is_driver():  # what this run draws its groups from, for the record
+        (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump({"tasks": [t.id for t in tasks]},
+                                                                        sort_keys=False))
+    return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step,
+               draws, Handover.for_placement(config.rollout.placement, engine),
+               MismatchMeter(trainer) if config.train.mismatch_stats else None, _mismatch_alarm(config),
+               _refit_check(config, trainer, model))
+
+
+def _mismatch_alarm(config: TrainConfig) -> MismatchAlarm | None:
+    """The configured alarm on the engine-vs-trainer mismatch, if any."""
+    train = config.train
+    if train.mismatch_alarm is None:
+        return None
+    return MismatchAlarm(train.mismatch_alarm, train.mismatch_alarm_metric, train.mismatch_action)
+
+
+def _refit_check(config: TrainConfig, trainer: GRPOTrainer, model: Qwen) -> RefitCheck | None:
+    """The check that published weights arrived (tolerance: configured, else the compute dtype's default)."""
+    if not config.train.refit_probe:
+        return None
+    tolerance = config.train.refit_probe_tolerance or TOLERANCE[config.model.compute_dtype]
+    return RefitCheck(trainer, model.config.vocab_size, tolerance)
+
+
+def embedded_engine(model: Qwen, rollout: RolloutSection, weight_version: str) -> JaxEngine:
+    """The in-process engine as `rollout` configures it (GRPO's rollouts, selection and evaluation)."""
+    return JaxEngine(model, slots=rollout.slots, max_len=rollout.max_len, weight_version=weight_version,
+                     prefill_chunk=rollout.prefill_chunk, deterministic=rollout.deterministic,
+                     decode_steps=rollout.decode_steps)
+
+
+def _engine(config: TrainConfig, trainer: GRPOTrainer, state: TrainState, step: int) -> Any:
+    """The driver's rollout engine; None on the other processes (which still join the collective gather)."""
+    if config.rollout.engine == "embedded":
+        model = engine_model(trainer, state.params)
+        return None if model is None else embedded_engine(model, config.rollout, str(step))
+    return SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step)) if is_driver() else None
+
+
+async def train(run: Run, opener: SessionOpener | None = None) -> Path:
+    """Runs the remaining steps; returns the final HF export. `opener` opens each episode's environment
+    session (default: built-in domains with the configured user simulator)."""
+    config = run.config
+    opener = opener or session_opener(config)
+
+    async def episode(task: Task, group_id: str, member: int):
+        result = await run_episode(task, run.engine, run.interpreter, group_id=group_id, config=config.episode,
+                                   opener=opener, session_id=f"{run.step}/{group_id}/{member}",
+                                   seed=derive_seed(config.rollout.seed, run.step, group_id, member))
+        return result.trajectory
+
+    scheduler = None
+    if is_driver():
+        scheduler = GroupScheduler(_task_stream(run), episode, config.groups, first_draw=run.draws)
+    if run.step and config.rollout.engine == "sglang":
+        await _refresh(run, str(run.step))  # servers start from the base checkpoint
+        await _verify_refit(run)
+    run.handover.start(run)
+    while run.step < config.train.steps:
+        metrics = await train_step(run, scheduler)
+        if run.metrics is not None:
+            run.metrics.write(metrics)
+    run.checkpointer.wait()
+    await run.handover.to_trainer(run)  # the export reads the state on the devices
+    export = publish_weights(run.trainer.model_for(run.state.params), run.directory / "export", run.step,
+                             tokenizer_dir=run.model_dir)
+    run.checkpointer.close()
+    if is_driver():
+        await run.engine.close()
+        run.metrics.close()
+        (run.directory / "config.yaml").write_text(config.to_yaml())
+        (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export)}, indent=2))
+    return export
+
+
+def run_training(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Path:
+    return asyncio.run(train(build_run(config, model, model_dir, tasks)))
+
+

@@ -1,0 +1,67 @@
+"""Per-step metrics for people and for tools: one rich line per step on the console, one JSON object per
+line in <run>/metrics.jsonl (appended, so a resumed run continues the same file) and TensorBoard scalars
+under <run>/tensorboard, named like the JSON keys. Only the driver process (process 0) keeps one."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from tensorboardX import SummaryWriter
+
+console = Console()
+
+
+class MetricsLog:
+    def __init__(self, directory: Path, resumed_step: int = 0):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "metrics.jsonl"
+        # A resumed run logs from resumed_step + 1 on: TensorBoard drops what a killed run logged from there.
+        # Event files are named by the second they were opened in; the suffix keeps a quick restart from
+        # overwriting its predecessor's file, in order.
+        self.tensorboard = SummaryWriter(str(directory / "tensorboard"), filename_suffix=f".{time.time_ns()}",
+                                         purge_step=resumed_step + 1 if resumed_step else None)
+
+    def write(self, metrics: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(metrics, sort_keys=True) + "\n")
+        for tag, value in scalars(metrics):
+            self.tensorboard.add_scalar(tag, value, metrics["step"])
+        self.tensorboard.flush()
+        console.print(self.line(metrics))
+
+    def close(self) -> None:
+        self.tensorboard.close()
+
+    @staticmethod
+    def line(m: dict[str, Any]) -> str:
+        reward = "n/a" if m.get("pass_rate") is None else f"{m['pass_rate']:.3f}"
+        update = "[yellow]skipped (no signal)[/yellow]" if m.get("skipped") else (
+            f"loss {m['loss']:+.4f} grad {m['grad_norm']:.3f} clip {m['clip_fraction']:.3f} "
+            f"ent {m['entropy']:.2f} gap {m['logprob_gap']:.2e}{mismatch_line(m)}")
+        errors = sum(m.get("system_errors", {}).values())
+        return (f"step {m['step']:>4} | pass {reward} | groups {m['groups_informative']} kept "
+                f"{m['groups_dropped']} dropped {m['groups_refilled']} refilled | sys-err {errors} | {update} | "
+                f"{m['rollout_tokens_per_s']:.0f} tok/s | rollout {m['time_rollout_s']:.1f}s update "
+                f"{m['time_update_s']:.1f}s save {m['time_save_s']:.1f}s publish {m['time_publish_s']:.1f}s")
+
+
+def mismatch_line(m: dict[str, Any]) -> str:
+    """The gap's max and the mismatch KL (tbjax.trainer.mismatch) where measured, and a flag when the alarm fired."""
+    stats = f" max {m['logprob_gap_max']:.2e} kl {m['mismatch_kl']:.1e}" if "mismatch_kl" in m else ""
+    return stats + (" [red]MISMATCH ALARM[/red]" if m.get("mismatch_alarm") else "")
+
+
+def scalars(metrics: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
+    """A step's metrics as TensorBoard scalars: nested records as `name/key` (system_errors/timeout), booleans
+    as 0/1; the step (the x axis) and values that are missing (None) or not numbers are left out."""
+    for key, value in metrics.items():
+        tag = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from scalars(value, f"{tag}/")
+        elif isinstance(value, bool | int | float) and tag != "step":
+            yield tag, float(value)

@@ -1,0 +1,114 @@
+"""Engine-vs-trainer log-prob mismatch over a step's trained tokens, and an alarm on it.
+
+The engine reports the behaviour log-prob of every token it samples; the trainer recomputes the same tokens'
+log-probs under the same parameters (before its update). They should agree up to numerics; a gap that grows
+over training means the engine samples from something else than the policy being trained (weights that did
+not arrive, a kernel or dtype difference), which truncated importance sampling can only partly correct.
+Per step, over trained tokens (loss mask on) whose behaviour log-prob is known (a NaN one, a stop token a
+server trimmed with its log-prob, is left out):
+
+- `logprob_gap`: mean |engine - trainer|; the update's own sum (tbjax.trainer.update), no extra cost;
+- `logprob_gap_max`: max |engine - trainer|;
+- `mismatch_kl`: KL(behaviour || trainer) by the k3 estimator, mean over tokens of r - 1 - log r with
+  r = p_trainer / p_engine = exp(trainer - engine): every term is >= 0 and their mean is unbiased for the
+  KL, since the tokens were sampled from the behaviour policy (k1, the mean of engine - trainer, is
+  unbiased too but its terms have either sign; k3's variance is lower).
+
+The last two need the trainer's per-token log-probs. An update of several optimizer steps computes them
+anyway, before its first step (the old log-probs of its ratio, GRPOTrainer.prepare), and `MismatchMeter`
+reads those; with one step it runs one forward pass over the batch without gradient (train.mismatch_stats;
+on the 27B reference about a quarter of the update's compute with full remat). `MismatchAlarm` compares one
+of the three with train.mismatch_alarm each step and warns, or fails the step (train.mismatch_action).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+
+from tbjax.trainer.packing import OLD_LOGPROBS, PackedBatch
+from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
+from tbjax.trainer.update import GRPOTrainer, Params
+
+log = logging.getLogger(__name__)
+MismatchMetric = Literal["logprob_gap", "logprob_gap_max", "mismatch_kl"]
+MismatchAction = Literal["warn", "fail"]
+MEASURED_FIELDS = (*SCORED_FIELDS, "mask", "behaviour_logprobs")
+
+
+class MismatchError(RuntimeError):
+    """The engine-vs-trainer mismatch crossed its alarm with train.mismatch_action=fail."""
+
+
+def mismatch_sums(trainer: jax.Array, behaviour: jax.Array, mask: jax.Array) -> dict[str, jax.Array]:
+    """Per-token log-probs [...] and the loss mask -> the sums and the max the step's metrics come from."""
+    valid = (mask != 0) & ~jnp.isnan(behaviour)
+    log_ratio = jnp.where(valid, trainer - behaviour, 0.0)  # log p_trainer / p_engine
+    return {"gap_max": jnp.max(jnp.abs(log_ratio), initial=0.0),
+            "k3": jnp.sum(jnp.expm1(log_ratio) - log_ratio),  # 0 where not valid
+            "tokens": jnp.sum(valid, dtype=jnp.float32)}
+
+
+class MismatchMeter:
+    """The max gap and the mismatch KL of a step's batch under `params` (the parameters that sampled it)."""
+
+    def __init__(self, trainer: GRPOTrainer) -> None:
+        self.trainer = trainer
+        self._measure = jax.jit(self._sums, out_shardings=replicated(trainer))
+        self._compare = jax.jit(mismatch_sums, out_shardings=replicated(trainer))
+
+    def __call__(self, params: Params, parts: list[PackedBatch]) -> dict[str, float]:
+        """`parts`: the batch as GRPOTrainer.prepare split it; their OLD_LOGPROBS, where prepare computed them
+        under `params`, are the trainer's side, else a forward pass gives it."""
+        sums = []
+        for part in parts:
+            if OLD_LOGPROBS in part.arrays:
+                known = batch_on_mesh(self.trainer, {k: part.arrays[k] for k in ("behaviour_logprobs", "mask")})
+                sums.append(self._compare(part.arrays[OLD_LOGPROBS], known["behaviour_logprobs"], known["mask"]))
+            else:
+                arrays = batch_on_mesh(self.trainer, {k: part.arrays[k] for k in MEASURED_FIELDS})
+                sums.append(self._measure(params, arrays))
+        sums = jax.device_get(sums)
+        tokens = sum(float(s["tokens"]) for s in sums)
+        return {"logprob_gap_max": max(float(s["gap_max"]) for s in sums),
+                "mismatch_kl": sum(float(s["k3"]) for s in sums) / max(tokens, 1.0)}
+
+    def _sums(self, params: Params, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        """Scans the micro-batches (one forward pass at a time, as the update does)."""
+        def micro_batch(carry: dict[str, jax.Array], micro: dict[str, jax.Array]):
+            logprobs = trainer_logprobs(self.trainer, params, micro, self.trainer.temperature)
+            sums = mismatch_sums(logprobs, micro["behaviour_logprobs"], micro["mask"])
+            return {"gap_max": jnp.maximum(carry["gap_max"], sums["gap_max"]), "k3": carry["k3"] + sums["k3"],
+                    "tokens": carry["tokens"] + sums["tokens"]}, None
+
+        zeros = {"gap_max": jnp.float32(0.0), "k3": jnp.float32(0.0), "tokens": jnp.float32(0.0)}
+        return jax.lax.scan(micro_batch, zeros, batch)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class MismatchAlarm:
+    """Fires when the step's `metric` exceeds `threshold`: a warning naming the step and the values, and
+    with action "fail" a MismatchError (raised before the step is checkpointed or published)."""
+
+    threshold: float
+    metric: MismatchMetric = "mismatch_kl"
+    action: MismatchAction = "warn"
+
+    def check(self, metrics: dict[str, Any], step: int) -> bool:
+        """Whether the alarm fires for this step's metrics (raising with action "fail")."""
+        value = metrics.get(self.metric)
+        if value is None or not value > self.threshold:
+            return False
+        values = ", ".join(f"{k} {metrics[k]:.3g}" for k in ("logprob_gap", "logprob_gap_max", "mismatch_kl")
+                           if metrics.get(k) is not None)
+        message = (f"step {step}: engine/trainer log-prob mismatch {self.metric} {value:.3g} is over the alarm "
+                   f"{self.threshold:.3g} ({values}): the engine samples from something else than the trained "
+                   "policy (stale or corrupted weights, numerics); see tbjax.trainer.mismatch")
+        if self.action == "fail":
+            raise MismatchError(message)
+        log.warning(message)
+        return True

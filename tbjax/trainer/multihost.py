@@ -1,0 +1,73 @@
+"""What the training loop moves between processes in a multi-host run.
+
+Only process 0 (the driver) runs rollouts: it owns the engine, the episodes and the group scheduler. The
+other processes only train, so each step they receive from it the packed batch, or its decision to skip
+the update, and the scheduler's draw count (which every process writes into its checkpoints). With one
+process every function here is a no-op pass-through.
+
+The embedded JaxEngine cannot span processes, so in a multi-process run it lives on process 0 and serves a
+process-local, single-device copy of the parameters gathered from the global mesh after each update. That
+gather puts the whole model in every host's memory: fine for the tiny and test models the embedded engine
+is for; large models are served by SGLang, which loads the published HF directory instead.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.experimental import multihost_utils
+
+from tbjax.models import Qwen
+from tbjax.models.hf.importer import abstract_model
+from tbjax.trainer.packing import FIELDS, HEAD_INDEX, PackedBatch
+from tbjax.trainer.update import GRPOTrainer, Params
+
+FLOAT_FIELDS = ("behaviour_logprobs", "advantages", "weights")
+
+
+def is_driver() -> bool:
+    """The process that drives rollouts, talks to the engines and writes logs."""
+    return jax.process_index() == 0
+
+
+def share_batch(packed: PackedBatch | None, draws: int) -> tuple[PackedBatch | None, int]:
+    """Process 0's packed batch (None: skip the update) and scheduler draw count, on every process.
+
+    Two broadcasts: a header (the batch's shape and scalars), then arrays of that shape, because every
+    process must enter a broadcast with arrays of the source's shape. The driver keeps its own batch (the
+    broadcast copies are bitwise equal to it).
+    """
+    if jax.process_count() == 1:
+        return packed, draws
+    shape = packed.shape if packed is not None else (0, 0, 0)
+    head = packed.arrays[HEAD_INDEX].shape if packed is not None else (0, 0, 0)
+    counts = (packed.episodes, packed.trained_tokens) if packed is not None else (0, 0)
+    header = multihost_utils.broadcast_one_to_all({
+        "ints": np.asarray([draws, packed is not None, *shape, *head, *counts], np.int32),
+        "denominator": np.float32(packed.denominator if packed is not None else 0.0)})
+    draws, present, *rest = (int(x) for x in header["ints"])
+    if not present:
+        return None, draws
+    shape, head, (episodes, trained) = tuple(rest[:3]), tuple(rest[3:6]), rest[6:]
+    arrays = packed.arrays if packed is not None else {
+        **{name: np.zeros(shape, np.float32 if name in FLOAT_FIELDS else np.int32) for name in FIELDS},
+        HEAD_INDEX: np.zeros(head, np.int32)}
+    arrays = multihost_utils.broadcast_one_to_all(arrays)
+    if is_driver():
+        return packed, draws
+    return PackedBatch(arrays, float(header["denominator"]), episodes, trained), draws
+
+
+def engine_model(trainer: GRPOTrainer, params: Params) -> Qwen | None:
+    """The model the embedded engine serves: the trainer's own view with one process; with several, a
+    single-device copy on the driver (None elsewhere). Every process must call it: the gather is collective."""
+    if jax.process_count() == 1:
+        return trainer.model_for(params)
+    gathered = multihost_utils.process_allgather(params, tiled=True)
+    if not is_driver():
+        return None
+    graphdef, state = abstract_model(trainer.model_for(params).config)
+    nnx.replace_by_pure_dict(state, jax.tree.map(jnp.asarray, gathered))
+    return nnx.merge(graphdef, state)

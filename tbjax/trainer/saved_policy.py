@@ -1,0 +1,106 @@
+"""A training run's Orbax checkpoint as a model, for `python -m tbjax.export`: a run directory (its newest
+intact checkpoint, as a resume would take it), its checkpoints/ directory (the same) or one step directory
+(checkpoints/<step>: that step).
+
+Why from the checkpoint's own metadata: the saved train state holds the optimizer state too, whose tree
+depends on the run's optimizer settings, which the run directory does not record. The restore target is
+read from the newest step's metadata instead (every step of a run has the same tree), on this process's
+first device; the parameters are then put into the architecture of the HF directory the run started from
+(`model_dir`, which also gives the tokenizer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+from flax import nnx
+
+from tbjax.models import ModelConfig, Qwen
+from tbjax.models.hf.importer import abstract_model
+from tbjax.trainer.checkpoint import BrokenCheckpointError, Checkpointer, Restored
+
+CHECKPOINTS = "checkpoints"  # a run directory's, as tbjax.trainer.loop and tbjax.warmstart.warm_start name it
+
+
+class CheckpointSourceError(ValueError):
+    """A path that names no checkpoint (neither a run directory, its checkpoints/ nor a step directory), or
+    a checkpoint whose parameters do not fit the architecture given."""
+
+
+def _steps(checkpoints: Path) -> list[Path]:
+    """The step directories of a checkpoints directory (named by their step, holding the train state)."""
+    return [p for p in checkpoints.iterdir() if p.name.isdigit() and (p / "state").is_dir()]
+
+
+def locate(path: Path) -> tuple[Path, int | None] | None:
+    """(checkpoints directory, step) of a checkpoint step directory; (checkpoints directory, None: the newest
+    intact) of a run directory or of its checkpoints directory; None for anything else."""
+    if path.name.isdigit() and (path / "state").is_dir():
+        return path.parent, int(path.name)
+    for checkpoints in (path / CHECKPOINTS, path):
+        if checkpoints.is_dir() and _steps(checkpoints):
+            return checkpoints, None
+    return None
+
+
+def saved_state(checkpoints: Path) -> Any:
+    """The train state's tree as saved (shapes and dtypes from the newest step with readable metadata), placed
+    on this process's first device: a restore target that needs no trainer."""
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    for step_dir in sorted(_steps(checkpoints), key=lambda p: int(p.name), reverse=True):
+        try:
+            tree = ocp.StandardCheckpointHandler().metadata(step_dir / "state").tree
+        except (OSError, ValueError):
+            continue
+        return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device), tree)
+    raise BrokenCheckpointError(f"no checkpoint in {checkpoints} has readable metadata (state/_METADATA)")
+
+
+def restore_checkpoint(path: Path) -> Restored:
+    """The checkpoint `path` names (see `locate`), restored whatever config wrote it; CheckpointSourceError
+    for a path that names none, BrokenCheckpointError when none it names is intact."""
+    located = locate(path)
+    if located is None:
+        raise CheckpointSourceError(f"{path} is neither a run directory (with {CHECKPOINTS}/<step>/), its "
+                                  f"{CHECKPOINTS}/ directory nor a checkpoint ({CHECKPOINTS}/<step>/ with state/)")
+    checkpoints, step = located
+    target = saved_state(checkpoints)
+    checkpointer = Checkpointer(checkpoints, save_every=1, keep=len(_steps(checkpoints)))
+    try:
+        restored = (checkpointer.restore(step, target) if step is not None
+                    else checkpointer.restore_latest(target, fingerprint=None, allow_change=True))
+    finally:
+        checkpointer.close()
+    if restored is None:  # every step directory vanished since `locate` saw it
+        raise BrokenCheckpointError(f"no checkpoint left in {checkpoints}")
+    return restored
+
+
+def _name(path: tuple[Any, ...]) -> str:
+    """A leaf's path as "layers/0/mlp/...": Orbax's metadata spells the model's integer keys as strings."""
+    return "/".join(str(getattr(key, "key", getattr(key, "idx", key))) for key in path)
+
+
+def _shape(shape: tuple[int, ...] | None) -> str:
+    return "absent" if shape is None else f"of shape {shape}"
+
+
+def checkpoint_model(params: dict[str, Any], model_dir: Path) -> Qwen:
+    """`params` (a train state's) in the architecture of the HF directory `model_dir`; CheckpointSourceError
+    naming the first parameter that does not fit."""
+    graphdef, state = abstract_model(ModelConfig.from_pretrained(model_dir))
+    expected = nnx.to_pure_dict(state)
+    want = {_name(path): leaf.shape for path, leaf in jax.tree_util.tree_leaves_with_path(expected)}
+    have = {_name(path): leaf for path, leaf in jax.tree_util.tree_leaves_with_path(params)}
+    for name in sorted(want.keys() | have.keys()):
+        shape = have[name].shape if name in have else None
+        if shape != want.get(name):
+            raise CheckpointSourceError(
+                f"the checkpoint does not fit {model_dir}'s architecture: parameter {name} is {_shape(shape)} in the "
+                f"checkpoint, {_shape(want.get(name))} in the architecture; give the HF directory the run started from")
+    nnx.replace_by_pure_dict(state, jax.tree_util.tree_map_with_path(lambda path, _: have[_name(path)], expected))
+    model = nnx.merge(graphdef, state)
+    model.source_dir = str(model_dir)  # the source's tensors tbjax does not model are exported unchanged
+    return model

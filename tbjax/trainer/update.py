@@ -1,0 +1,399 @@
+"""The GRPO update as two jitted programs over the mesh, with explicit shardings and donated buffers.
+
+`accumulate` scans over micro-batches of packed rows, adding each one's float32 gradient of the loss
+numerators into an accumulator sharded like the parameters; `apply` divides once by the batch's denominator
+(so any split gives the full-batch gradient), clips by global norm and applies AdamW. Two programs rather
+than one, because memory decides what the largest models can do:
+- the accumulator comes in as a donated argument (zeros from a program of its own): XLA kept two copies of
+  a scan carry that started as zeros inside the program, 13.6 GB more per H100 for the 27B reference, and
+  one copy of a donated one (TPU v5p compiles of that layout: 37 GB of temporaries either way, the
+  accumulator outside them);
+- AdamW's moments (twice the float32 parameters) are not needed until `apply`: with `offload_optimizer`
+  they wait in pinned host memory while gradients accumulate, which the reference run needs to fit 80 GB.
+`micro_batches_per_call` says how many micro-batches one `accumulate` call scans (0: all of the step's). One
+call per step is fastest where dispatch and fresh buffers cost (CPU: 10% faster than one call per
+micro-batch, measured on scripts/bench/grpo_step.py); one micro-batch per call compiles once whatever a
+step's count, and keeps XLA from hoisting loop-invariant work on the parameters out of the micro-batch loop
+(27B on a TPU v5p-64 slice, fsdp 4: 67.6 GB per chip at one per call, 86.6 GB with the step's 18 scanned).
+Optimizer state is float32 whatever the parameter dtype: gradients and updates are computed in float32 and
+the result is cast back to the parameter dtype.
+
+One rollout batch gives `ppo_epochs` x `mini_batches` optimizer steps: its episodes are dealt into
+`mini_batches` batches of their own (tbjax.trainer.packing.split_episodes; each with its own loss denominator), and
+each epoch steps once on each. What the ratio, the truncated importance sampling (TIS) weight and the KL term
+compare against:
+- one step per batch (the default): the "old" log-probs are the gradient program's own, under stop-gradient,
+  so the ratio is exactly 1 and the clip never binds; the objective is the advantage-weighted policy gradient
+  with TIS, the old policy being the one that sampled up to engine/trainer numerics, which TIS corrects. No
+  extra forward pass runs.
+- several steps: before the first, a forward program (`logprobs`, no gradient) computes the pre-update
+  policy's log-probs of every mini-batch once (OLD_LOGPROBS); every step's ratio and TIS weight use them, so
+  from the second step on the ratio leaves 1 and the clip acts.
+- KL (`LossConfig.kl_coef` > 0): the same forward program with the reference parameters (the policy's at the
+  start of training, `keep_reference`, kept on the device or in pinned host memory) gives REF_LOGPROBS once
+  per batch, for the k1 or k3 penalty of tbjax.trainer.objective.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from tbjax.models import Qwen
+from tbjax.parallel.offload import HostOffload
+from tbjax.parallel.sharding import ShardingRules, param_shardings
+from tbjax.trainer.logprobs import trained_logprobs
+from tbjax.trainer.objective import LossConfig, policy_loss_terms, step_metrics
+from tbjax.trainer.packing import (
+    FIELD_DTYPES,
+    FIELDS,
+    HEAD_INDEX,
+    OLD_LOGPROBS,
+    REF_LOGPROBS,
+    PackedBatch,
+    split_episodes,
+)
+
+log = logging.getLogger(__name__)
+Params = dict[str, Any]
+Sums = dict[str, jax.Array]  # metric and loss numerators, float32 scalars
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig:
+    """The seed run's AdamW: lr 1e-6, no weight decay, global-norm clipping at 1.0."""
+
+    learning_rate: float = 1e-6
+    weight_decay: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    warmup_steps: int = 0
+    grad_clip: float = 1.0
+
+
+def make_optimizer(config: OptimConfig) -> optax.GradientTransformation:
+    schedule = optax.constant_schedule(config.learning_rate)
+    if config.warmup_steps:
+        schedule = optax.join_schedules(
+            [optax.linear_schedule(0.0, config.learning_rate, config.warmup_steps), schedule], [config.warmup_steps])
+    return optax.chain(
+        optax.clip_by_global_norm(config.grad_clip),
+        optax.adamw(schedule, b1=config.b1, b2=config.b2, eps=config.eps, weight_decay=config.weight_decay),
+    )
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class TrainState:
+    params: Params  # nested dict of arrays, the model's nnx.Param values
+    opt_state: Any
+    step: jax.Array  # int32 scalar: optimizer updates applied
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdatePrograms:
+    """The update's two programs lowered for one batch shape (tbjax.plan.aot compiles them)."""
+
+    accumulate: jax.stages.Lowered
+    apply: jax.stages.Lowered
+
+
+class GRPOTrainer:
+    """Owns the model structure, the optimizer and the compiled update for one mesh.
+
+    `offload_optimizer`: send the optimizer state to pinned host memory while gradients accumulate; it comes
+    back for `apply` and stays on the device after it, where checkpoints save it (a no-op, logged, where the
+    backend has no host memory kind). `ppo_epochs` x `mini_batches`: optimizer steps per batch (module
+    docstring). `reference_placement`: where the KL reference waits between batches (`keep_reference`)."""
+
+    def __init__(self, model: Qwen, loss: LossConfig | None = None, optim: OptimConfig | None = None, *,
+                 temperature: float = 1.0, logprob_chunk: int = 8192, mesh: Mesh | None = None,
+                 rules: ShardingRules | None = None, offload_optimizer: bool = False, micro_batches_per_call: int = 0,
+                 ppo_epochs: int = 1, mini_batches: int = 1,
+                 reference_placement: Literal["device", "host"] = "device"):
+        if ppo_epochs < 1 or mini_batches < 1:
+            raise ValueError(f"train.ppo_epochs={ppo_epochs} and train.mini_batches={mini_batches} must be >= 1 "
+                             "(1 and 1: one optimizer step per rollout batch)")
+        self.loss, self.temperature, self.logprob_chunk = loss or LossConfig(), temperature, logprob_chunk
+        self.ppo_epochs, self.mini_batches, self.reference_placement = ppo_epochs, mini_batches, reference_placement
+        self.reference: Params | None = None  # the KL reference's parameters (keep_reference)
+        self.graphdef, abstract = nnx.split(nnx.eval_shape(lambda: model))
+        self.abstract_state = abstract
+        self.optimizer = make_optimizer(optim or OptimConfig())
+        self.offload_optimizer, self.micro_batches_per_call = offload_optimizer, micro_batches_per_call
+        self.mesh = mesh if mesh is not None else model.mesh
+        self.rules = rules or model.rules  # the model's activations and the state must agree
+        if self.mesh is not None:
+            self.param_shardings = nnx.to_pure_dict(param_shardings(abstract, self.mesh, self.rules))
+            self.batch_sharding = NamedSharding(
+                self.mesh, PartitionSpec(None, self.rules.mesh_axes("batch") or None, None))
+        else:
+            self.param_shardings = self.batch_sharding = None
+        self._zeros, self._accumulate, self._apply, self._forward = self._compile()
+
+    # --------------------------------------------------------------- state
+    def init_state(self, model: Qwen) -> TrainState:
+        """The state takes over the model's parameter buffers (the update donates them): use `model_for`
+        for a model over the current parameters afterwards."""
+        params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+        opt_state = jax.jit(self.optimizer.init)(_to_f32(params))
+        return TrainState(params, opt_state, jnp.zeros((), jnp.int32))
+
+    def model_for(self, params: Params) -> Qwen:
+        """A model view over `params` (for engines and evaluation); shares the arrays."""
+        state = jax.tree.map(lambda x: x, self.abstract_state)
+        nnx.replace_by_pure_dict(state, params)
+        return nnx.merge(self.graphdef, state)
+
+    @property
+    def rows_multiple(self) -> int:
+        """Rows per micro-batch must split evenly over the batch mesh axes."""
+        if self.mesh is None:
+            return 1
+        return int(np.prod([self.mesh.shape[a] for a in self.rules.mesh_axes("batch")]))
+
+    @functools.cached_property
+    def _host_offload(self) -> HostOffload:
+        return HostOffload()
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps per rollout batch."""
+        return self.ppo_epochs * self.mini_batches
+
+    @property
+    def added_logprob_arrays(self) -> tuple[str, ...]:
+        """The per-token arrays `prepare` adds to every mini-batch before its first step."""
+        return (*((OLD_LOGPROBS,) if self.optimizer_steps > 1 else ()),
+                *((REF_LOGPROBS,) if self.loss.uses_reference else ()))
+
+    # --------------------------------------------------------------- the KL reference
+    def keep_reference(self, params: Params) -> None:
+        """Keeps a copy of `params` (the policy at the start of training) as the KL reference: sharded like the
+        policy, in device memory or, with reference_placement "host", in pinned host memory (on the device,
+        logged, where the backend has none). A copy, because the update donates the policy's buffers."""
+        if self.reference_placement == "host" and self._host_offload.supported:
+            self.reference = self._host_offload.to_host(params, free=False)
+            return
+        if self.reference_placement == "host":
+            log.info("train.reference_placement=host: no pinned host memory here, the KL reference stays on the "
+                     "device")
+        self.reference = jax.device_put(params, jax.tree.map(lambda x: x.sharding, params), may_alias=False)
+
+    def _reference_params(self) -> Params:
+        """The reference in device memory: a temporary copy when it waits in host memory."""
+        if self.reference is None:
+            raise ValueError("grpo.kl_coef > 0 needs a reference policy: call GRPOTrainer.keep_reference with the "
+                             "parameters at the start of training (tbjax.trainer.loop does), or set grpo.kl_coef=0")
+        return self._host_offload.to_device(self.reference, free=False)
+
+    # --------------------------------------------------------------- the update
+    def update(self, state: TrainState, batch: PackedBatch) -> tuple[TrainState, dict[str, float]]:
+        """`optimizer_steps` optimizer steps over `batch` (module docstring); the state's buffers are donated.
+
+        Metrics are the mean over the steps (clip_fraction included), but `trained_tokens`: the batch's, and
+        `optimizer_steps`. With one step they are that step's, as `step` gives them."""
+        return self.update_prepared(state, self.prepare(state.params, batch))
+
+    def update_prepared(self, state: TrainState, parts: list[PackedBatch]) -> tuple[TrainState, dict[str, float]]:
+        """`update` of a batch `prepare` has split (and given its log-probs): a caller that reads the old
+        log-probs too (tbjax.trainer.mismatch) prepares once."""
+        steps = []
+        for _ in range(self.ppo_epochs):
+            for part in parts:
+                state, metrics = self.step(state, part)
+                steps.append(metrics)
+        return state, {**{k: sum(m[k] for m in steps) / len(steps) for k in steps[0]},
+                       "trained_tokens": sum(m["trained_tokens"] for m in steps[:len(parts)]),
+                       "optimizer_steps": len(steps)}
+
+    def prepare(self, params: Params, batch: PackedBatch) -> list[PackedBatch]:
+        """The batch's mini-batches with the log-probs their steps compare against, computed now, before the
+        first step: OLD_LOGPROBS under `params` when there are several steps, REF_LOGPROBS when KL acts. With
+        one step and no KL, [batch] as it is: no forward pass."""
+        parts = [batch] if self.mini_batches == 1 else split_episodes(batch, self.mini_batches, self.loss,
+                                                                      self.rows_multiple)
+        if self.optimizer_steps > 1:
+            parts = [_with_array(part, OLD_LOGPROBS, self.logprobs(params, part)) for part in parts]
+        if self.loss.uses_reference:
+            reference = self._reference_params()  # a host-held reference's device copy lives only this long
+            parts = [_with_array(part, REF_LOGPROBS, self.logprobs(reference, part)) for part in parts]
+        return parts
+
+    def step(self, state: TrainState, batch: PackedBatch) -> tuple[TrainState, dict[str, float]]:
+        """One optimizer step over every micro-batch of `batch`; the state's buffers are donated.
+
+        The parameters must be in device memory; the optimizer state may be in host memory (colocated runs
+        leave it there between steps, tbjax.trainer.handover) and is brought to the device only for `apply`."""
+        opt_state = self._host_offload.to_host(state.opt_state) if self.offload_optimizer else state.opt_state
+        grads, sums = self._accumulate_all(state.params, batch.arrays)
+        state = TrainState(state.params, self._host_offload.to_device(opt_state), state.step)
+        state, sums = self._apply(state, grads, sums, jnp.float32(batch.denominator))
+        return state, step_metrics(jax.device_get(sums), batch.denominator)
+
+    def logprobs(self, params: Params, batch: PackedBatch) -> jax.Array:
+        """Per-token float32 log-probs of `batch`'s trained targets under `params`, [micro_batches, rows,
+        row_len] like its FIELDS (0 where nothing is trained): one forward pass, no gradient."""
+        return jnp.concatenate([self._forward(params, chunk) for chunk in self._calls(batch.arrays)])
+
+    def gradients(self, params: Params, batch: dict[str, Any], denominator: jax.Array) -> tuple[Params, Sums]:
+        """The float32 gradient of the batch loss and the metric sums (what `update` applies), for tests and
+        analyses; `batch` holds [micro_batches, ...] arrays."""
+        grads, sums = self._accumulate_all(params, batch)
+        return jax.tree.map(lambda g: g / denominator, grads), sums
+
+    def _accumulate_all(self, params: Params, batch: dict[str, Any]) -> tuple[Params, Sums]:
+        grads, sums = self._zeros()
+        for chunk in self._calls(batch):
+            grads, sums = self._accumulate(params, grads, sums, chunk)
+        return grads, sums
+
+    def _calls(self, batch: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The batch's micro-batches in groups of `micro_batches_per_call`, one per program call, on the batch
+        sharding. Fields go to the devices in name order: with several processes each `device_put` is a
+        collective, and the driver's batch and the broadcast copies hold their fields in different orders."""
+        count = len(batch["tokens"])
+        per_call = self.micro_batches_per_call or count
+        for start in range(0, count, per_call):
+            chunk = {k: batch[k][start:start + per_call] for k in sorted(batch)}
+            if self.batch_sharding is not None:
+                chunk = {k: jax.device_put(v, self.batch_sharding) for k, v in chunk.items()}
+            yield chunk
+
+    def state_shapes(self) -> TrainState:
+        """The state as ShapeDtypeStructs on this trainer's shardings: what ahead-of-time compilation
+        (tbjax.compile) lowers the update with, so a 27B plan allocates nothing."""
+        params = nnx.to_pure_dict(self.abstract_state)
+        opt_state = jax.eval_shape(lambda p: self.optimizer.init(_to_f32(p)), params)
+        step = jax.ShapeDtypeStruct((), jnp.int32)
+        if self.mesh is None:
+            return TrainState(params, opt_state, step)
+        return jax.tree.map(lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
+                            TrainState(params, opt_state, step), self._state_shardings())
+
+    def lower(self, batch_shape: tuple[int, int, int]) -> UpdatePrograms:
+        """The very programs `update` runs, lowered for one `accumulate` call's [micro_batches, rows, row_len]
+        from abstract inputs (nothing allocated); `.compile()` gives their memory and cost analyses."""
+        batch = {k: jax.ShapeDtypeStruct(batch_shape, FIELD_DTYPES[k], sharding=self.batch_sharding) for k in FIELDS}
+        batch.update({k: jax.ShapeDtypeStruct(batch_shape, np.float32, sharding=self.batch_sharding)
+                      for k in self.added_logprob_arrays})
+        micro_batches, rows, row_len = batch_shape  # the head's widest case: every position trained
+        shards = self.rows_multiple
+        batch[HEAD_INDEX] = jax.ShapeDtypeStruct((micro_batches, shards, rows // shards * row_len), np.int32,
+                                                 sharding=self.batch_sharding)
+        state = self.state_shapes()
+        grads, sums = jax.eval_shape(self._zeros)
+        if self.param_shardings is not None:
+            grads = jax.tree.map(lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
+                                 grads, self.param_shardings)
+        return UpdatePrograms(self._accumulate.lower(state.params, grads, sums, batch),
+                              self._apply.lower(state, grads, sums, jax.ShapeDtypeStruct((), jnp.float32)))
+
+    def _compile(self):
+        loss_config, temperature, chunk = self.loss, self.temperature, self.logprob_chunk
+        optimizer, graphdef, abstract = self.optimizer, self.graphdef, self.abstract_state
+
+        def micro_logprobs(params: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            state = jax.tree.map(lambda x: x, abstract)
+            nnx.replace_by_pure_dict(state, params)
+            model = nnx.merge(graphdef, state)
+            hidden = model.hidden_states(micro["tokens"], micro["positions"], micro["segments"])
+            table = (model.embed_tokens if model.lm_head is None else model.lm_head)[...]
+            return trained_logprobs(hidden, table, micro["targets"], micro[HEAD_INDEX], temperature, chunk)
+
+        def micro_terms(params: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, Sums]:
+            terms = loss_terms(*micro_logprobs(params, micro), micro, loss_config)
+            return terms["loss"], terms
+
+        def zeros() -> tuple[Params, Sums]:
+            grads = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), nnx.to_pure_dict(abstract))
+            one = jax.ShapeDtypeStruct((1,), jnp.float32)  # one token of every array a micro-batch may hold
+            token = {**{k: jax.ShapeDtypeStruct((1,), FIELD_DTYPES[k]) for k in FIELDS}, OLD_LOGPROBS: one,
+                     REF_LOGPROBS: one}
+            sums = jax.eval_shape(functools.partial(loss_terms, config=loss_config), one, one, token)
+            return grads, jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), sums)
+
+        def accumulate(params: Params, grads: Params, sums: Sums, batch: dict[str, jax.Array]) -> tuple[Params, Sums]:
+            def micro_batch(carry: tuple[Params, Sums], micro: dict[str, jax.Array]):
+                grads, sums = carry
+                g, terms = jax.grad(micro_terms, has_aux=True)(params, micro)
+                grads = jax.tree.map(lambda a, b: a + b.astype(jnp.float32), grads, g)
+                return (grads, {k: sums[k] + terms[k] for k in sums}), None
+
+            return jax.lax.scan(micro_batch, (grads, sums), batch)[0]
+
+        def forward(params: Params, batch: dict[str, jax.Array]) -> jax.Array:
+            return jax.lax.scan(lambda _, micro: (None, micro_logprobs(params, micro)[0]), None, batch)[1]
+
+        def apply(state: TrainState, grads: Params, sums: Sums, denominator: jax.Array) -> tuple[TrainState, Sums]:
+            grads = jax.tree.map(lambda g: g / denominator, grads)
+            updates, opt_state = optimizer.update(grads, state.opt_state, _to_f32(state.params))
+            new_params = jax.tree.map(lambda p, u: (p.astype(jnp.float32) + u).astype(p.dtype), state.params, updates)
+            return TrainState(new_params, opt_state, state.step + 1), {**sums, "grad_norm": optax.tree.norm(grads)}
+
+        if self.mesh is None:
+            return (jax.jit(zeros), jax.jit(accumulate, donate_argnums=(1, 2)),
+                    jax.jit(apply, donate_argnums=(0,)), jax.jit(forward))
+        params, state, batch = self.param_shardings, self._state_shardings(), self.batch_sharding
+        return (jax.jit(zeros, out_shardings=(params, None)),
+                jax.jit(accumulate, in_shardings=(params, params, None, batch), out_shardings=(params, None),
+                        donate_argnums=(1, 2)),
+                jax.jit(apply, in_shardings=(state, params, None, None), out_shardings=(state, None),
+                        donate_argnums=(0,)),
+                jax.jit(forward, in_shardings=(params, batch), out_shardings=batch))
+
+    def _state_shardings(self) -> TrainState:
+        return TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(self.mesh, PartitionSpec()))
+
+    def _opt_shardings(self):
+        """Optimizer moments shard like their parameters; counters are replicated."""
+        abstract_params = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, jnp.float32),
+                                       nnx.to_pure_dict(self.abstract_state))
+        abstract_opt = jax.eval_shape(self.optimizer.init, abstract_params)
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        return optax.tree_utils.tree_map_params(
+            self.optimizer, lambda _, sharding: sharding, abstract_opt, self.param_shardings,
+            transform_non_params=lambda _: replicated)
+
+    def shard_state(self, state: TrainState) -> TrainState:
+        """Places a (restored or fresh) state on this trainer's shardings."""
+        if self.mesh is None:
+            return state
+        return jax.device_put(state, self._state_shardings())
+
+
+def loss_terms(logprobs: jax.Array, entropy: jax.Array, micro: dict[str, jax.Array], config: LossConfig) -> Sums:
+    """The loss numerator and the metric sums of one micro-batch from its trained log-probs and entropies. The
+    ratio's old log-probs are the micro-batch's OLD_LOGPROBS where the update computed them, else the current
+    ones under stop-gradient (ratio 1); REF_LOGPROBS, where present, feed the KL term."""
+    behaviour = micro["behaviour_logprobs"]
+    current = jax.lax.stop_gradient(logprobs)
+    old = micro.get(OLD_LOGPROBS, current)
+    terms = policy_loss_terms(logprobs, old, behaviour, micro["advantages"], micro["mask"], micro["weights"], config,
+                              micro.get(REF_LOGPROBS))
+    mask = micro["mask"].astype(jnp.float32)
+    gap = jnp.where(jnp.isnan(behaviour), 0.0, jnp.abs(old - behaviour))
+    terms["nll"] = -jnp.sum(current * mask)
+    terms["entropy"] = jnp.sum(entropy * mask)
+    terms["logprob_gap"] = jnp.sum(gap * mask)
+    return terms
+
+
+def _with_array(batch: PackedBatch, name: str, values: jax.Array) -> PackedBatch:
+    """`batch` with one more per-token array."""
+    return dataclasses.replace(batch, arrays={**batch.arrays, name: values})
+
+
+def _to_f32(tree: Params) -> Params:
+    return jax.tree.map(lambda x: x.astype(jnp.float32), tree)

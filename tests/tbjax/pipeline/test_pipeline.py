@@ -1,0 +1,130 @@
+"""The no-flag pipeline (`python -m tbjax.train`), shortened: every stage writes its files, the comparison
+report parses, a second call resumes instead of redoing, and the same seed reproduces the selection and the
+first GRPO step."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import transformers
+import yaml
+
+from rollout.plots import read_steps
+from tbjax.config import ConfigError, load_config
+from tbjax.pipeline.stages import STAGES, split_heldout
+
+REPO = Path(__file__).resolve().parents[3]
+ALL_BANDS = "[too_hard,hard,medium,easy,too_easy]"  # a 2-step warm start passes too rarely for the middle bands
+SHORT = ["warm_start.copy_drills=2", "warm_start.steps=2", "warm_start.episodes_per_step=4",
+         "warm_start.checkpoint_every=1", "select.candidates=4", "select.trials=2", "select.min_clean_runs=1",
+         f"select.keep={ALL_BANDS}",
+         "train.steps=1", "groups.groups=2", "groups.group_size=4", "groups.max_extra_rounds=0",
+         "episode.max_turns=4", "episode.max_tokens_per_turn=24", "evaluate.k=2", "evaluate.bootstrap_resamples=50"]
+TIME_KEYS = ("time_", "tokens_per_s")
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tbjax.train", *SHORT, *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory) -> Path:
+    cwd = tmp_path_factory.mktemp("first")
+    result = run("evaluate.tasks=4", cwd=cwd)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return cwd / "runs" / "default"
+
+
+def first_step(run_dir: Path) -> dict:
+    record = json.loads((run_dir / "grpo" / "metrics.jsonl").read_text().splitlines()[0])
+    return {k: v for k, v in record.items() if not k.startswith(TIME_KEYS)}
+
+
+def test_every_stage_writes_its_files_and_the_report_parses(first: Path) -> None:
+    for path in ("assets/tiny-qwen3-demo/config.json", "warm_start/demos.jsonl", "warm_start/export/v4/config.json",
+                 "select/trials.jsonl", "select/selected.yaml", "select/manifest.json", "select/bands.png",
+                 "eval/base/summary.json", "eval/trained/summary.json", "eval/trained/report.md",
+                 "grpo/metrics.jsonl", "grpo/checkpoints/1", "compare/compare.json", "compare/domains.png",
+                 "learning_curves.png", "results.md"):
+        assert (first / path).exists(), path
+    compare = json.loads((first / "compare/compare.json").read_text())
+    assert {"a", "b", "delta", "ci", "gained", "lost"} <= set(compare)
+    assert compare["a"]["tasks"] == compare["b"]["tasks"] == 4 and compare["a"]["k"] == 2
+    assert 0.0 <= compare["b"]["pass@1"] <= 1.0
+    assert json.loads((first / "stages.json").read_text()).keys() == set(STAGES)
+    report = (first / "results.md").read_text()
+    assert "| pass@1 |" in report
+    curve = [line for line in report.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
+    assert len(curve) == len(read_steps(first / "grpo" / "metrics.jsonl"))  # one row per GRPO step
+    trained = first.parents[1] / json.loads((first / "grpo/summary.json").read_text())["export"]  # cwd-relative
+    assert transformers.AutoModelForCausalLM.from_pretrained(trained).config.hidden_size == 128
+
+
+def test_a_second_call_resumes_instead_of_redoing(first: Path) -> None:
+    cached = ["warm_start/demos.jsonl", "select/trials.jsonl", "eval/base/trials.jsonl", "eval/trained/trials.jsonl",
+              "grpo/metrics.jsonl"]
+    before = {path: (first / path).read_bytes() for path in cached}
+    result = run("evaluate.tasks=4", cwd=first.parents[1])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert {path: (first / path).read_bytes() for path in cached} == before
+    assert "stage 7/7: compare" in result.stdout
+
+
+def test_the_same_seed_reproduces_the_selection_and_the_first_step(first: Path, tmp_path: Path) -> None:
+    result = run("evaluate.tasks=4", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    again = tmp_path / "runs" / "default"
+    for path in ("select/selected.yaml", "select/aggregates.jsonl", "select/trials.jsonl"):
+        a = (first / path).read_text().splitlines()
+        b = (again / path).read_text().splitlines()
+        if path.endswith("trials.jsonl"):  # the same outcomes; wall-clock seconds differ
+            a = [json.dumps({k: v for k, v in json.loads(x).items() if k != "seconds"}) for x in sorted(a)]
+            b = [json.dumps({k: v for k, v in json.loads(x).items() if k != "seconds"}) for x in sorted(b)]
+        assert a == b, path
+    assert first_step(first) == first_step(again)
+
+
+@pytest.mark.parametrize("heldout", ["instances", "templates"])
+def test_held_out_tasks_never_reach_training(heldout: str) -> None:
+    config = load_config(None, [f"evaluate.heldout={heldout}", "evaluate.tasks=30"])
+    train, held = split_heldout(config)
+    assert len(held) == 30 and not {t.id for t in train} & {t.id for t in held}
+    templates = {(t.domain, t.template) for t in held}
+    assert len(templates) >= 10  # spread over templates, not the first few
+    trained_templates = {(t.domain, t.template) for t in train}
+    assert (templates <= trained_templates) == (heldout == "instances")
+
+
+def test_grpo_never_draws_a_held_out_task_without_a_selection(tmp_path: Path) -> None:
+    """select.candidates=0 trains on every train-split task of the domains: the held-out instances among them
+    must still stay out of GRPO's pool (the loop records the pool it draws from in grpo/tasks.yaml, and the
+    groups each step drew in grpo/metrics.jsonl)."""
+    result = run("evaluate.tasks=4", "select.candidates=0", "warm_start.steps=0", "groups.groups=3",
+                 "tasks.draw=by_kind", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_dir = tmp_path / "runs" / "default"
+    # tasks.draw=by_kind: one task of each kind in turn, though most of the pool is refusals
+    drawn = json.loads((run_dir / "grpo" / "metrics.jsonl").read_text().splitlines()[0])["groups"]
+    assert [group["kind"] for group in drawn] == ["direct", "forbidden", "leak"]
+    pool = set(yaml.safe_load((run_dir / "grpo" / "tasks.yaml").read_text())["tasks"])
+    held = {json.loads(line)["task_id"] for line in (run_dir / "eval/base/trials.jsonl").read_text().splitlines()}
+    assert len(held) == 4 and len(pool) > 100
+    assert not pool & held
+    # the default config's tasks.templates bounds every stage: the pool holds those templates and no other
+    templates = set(load_config(None, []).tasks.templates)
+    assert {task_id.split("/")[1] for task_id in pool | held} <= templates
+    assert len({task_id.split("/")[1] for task_id in pool}) == len(templates)
+
+
+def test_an_unknown_template_is_refused_with_the_known_ones() -> None:
+    config = load_config(None, ["tasks.templates=[renew_loan,renew_lone]"])
+    with pytest.raises(ConfigError, match=r"\['renew_lone'\].*renew_loan"):
+        split_heldout(config)

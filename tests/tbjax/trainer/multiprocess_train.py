@@ -1,0 +1,50 @@
+"""One process of the multi-process training test: joins jax.distributed on 127.0.0.1, trains the tiny model
+over the global 3x8 mesh with the loop test's signal tasks and brief sessions (resuming when the run directory
+has a checkpoint), and writes what the test compares. Usage: PORT PROCESS_ID MODEL_DIR ROOT STEPS OUT.json"""
+
+import asyncio
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from tbjax.config import MeshSection
+from tbjax.models import from_pretrained
+from tbjax.parallel.mesh import DistributedConfig, initialize_distributed, make_mesh, parse_mesh_spec
+from tbjax.trainer.loop import build_run, train
+from tbjax.trainer.multihost import is_driver, share_batch
+from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
+
+
+def local_replica_digest(params) -> str:
+    """A hash of the parameters as this process holds them, assembled from its own shards only. With
+    3x8 = data x fsdp every host holds a whole replica, so equal digests mean the replicas agree."""
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(params):
+        full, covered = np.zeros(leaf.shape, leaf.dtype), np.zeros(leaf.shape, bool)
+        for shard in leaf.addressable_shards:
+            full[shard.index], covered[shard.index] = np.asarray(shard.data), True
+        assert covered.all(), "a host does not hold a whole replica"
+        digest.update(full.tobytes())
+    return digest.hexdigest()
+
+
+def main(port: str, process_id: str, model_dir: str, root: str, steps: str, out: str) -> None:
+    initialize_distributed(DistributedConfig(f"127.0.0.1:{port}", 3, int(process_id)))
+    # The driver's decision to skip an update (no informative group) and its draw count reach every process.
+    assert share_batch(None, 7 if is_driver() else 0) == (None, 7)
+    config = config_for(Path(root), int(steps)).model_copy(update={"mesh": MeshSection(shape="3x8")})
+    model = from_pretrained(model_dir, mesh=make_mesh(parse_mesh_spec("3x8")), runtime=config.model.runtime())
+    run = build_run(config, model, Path(model_dir), tasks=signal_tasks(model_dir))
+    resumed_from = run.step
+    asyncio.run(train(run, opener=brief_session))
+    Path(out).write_text(json.dumps({"resumed_from": resumed_from, "step": run.step, "engine": run.engine is not None,
+                                     "updates": int(run.state.step), "digest": local_replica_digest(run.state.params)}))
+    jax.distributed.shutdown()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,81 @@
+"""The training log's TensorBoard event files, read back record by record: every number of a step's metrics
+is a scalar at that step, and a resumed log tells TensorBoard to drop what a killed run logged past the
+checkpoint."""
+
+import json
+import struct
+from pathlib import Path
+
+from tensorboardX.crc32c import crc32c
+from tensorboardX.proto.event_pb2 import Event, SessionLog
+
+from tbjax.trainer.metrics_log import MetricsLog
+
+
+def masked_crc(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def read_events(path: Path) -> list[Event]:
+    """An event file's records (TFRecord framing: length, masked CRC-32C of it, payload, masked CRC-32C of
+    it), both checksums checked."""
+    data, events, offset = path.read_bytes(), [], 0
+    while offset < len(data):
+        header = data[offset:offset + 8]
+        (length,), (header_crc,) = struct.unpack("<Q", header), struct.unpack("<I", data[offset + 8:offset + 12])
+        payload = data[offset + 12:offset + 12 + length]
+        (payload_crc,) = struct.unpack("<I", data[offset + 12 + length:offset + 16 + length])
+        assert (header_crc, payload_crc) == (masked_crc(header), masked_crc(payload)), f"corrupt record in {path}"
+        events.append(Event.FromString(payload))
+        offset += 16 + length
+    return events
+
+
+def read_scalars(directory: Path) -> dict[str, dict[int, float]]:
+    """tag -> {step: value} over every event file under `directory`."""
+    scalars: dict[str, dict[int, float]] = {}
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        for event in read_events(path):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+    return scalars
+
+
+def step_metrics(step: int, **changes) -> dict:
+    """A step's record as the loop writes it (tbjax.trainer.loop.train_step)."""
+    return {"step": step, "skipped": False, "loss": 0.25, "grad_norm": 1.5, "clip_fraction": 0.0, "entropy": 7.9,
+            "logprob_gap": 3e-7, "reward_mean": 0.5, "pass_rate": 0.375, "groups_informative": 2,
+            "groups_dropped": 1, "groups_refilled": 0, "tasks_replaced": 0, "system_errors": {"timeout": 2},
+            "episodes": 12, "completion_tokens": 96, "rollout_tokens_per_s": 48.0, "time_rollout_s": 2.0,
+            "time_update_s": 1.0, "time_save_s": 0.5, "time_publish_s": 0.25, **changes}
+
+
+def test_each_number_of_a_step_is_a_scalar_at_that_step(tmp_path):
+    log = MetricsLog(tmp_path)
+    log.write(step_metrics(1, skipped=True, reward_mean=None, loss=None, system_errors={}))
+    log.write(step_metrics(2))
+    log.close()
+    scalars = read_scalars(tmp_path / "tensorboard")
+    assert scalars["skipped"] == {1: 1.0, 2: 0.0}
+    assert scalars["reward_mean"] == {2: 0.5} and scalars["loss"] == {2: 0.25}  # nothing logged for a None
+    assert scalars["pass_rate"] == {1: 0.375, 2: 0.375} and scalars["groups_dropped"] == {1: 1.0, 2: 1.0}
+    assert scalars["system_errors/timeout"] == {2: 2.0}
+    assert scalars["time_publish_s"] == {1: 0.25, 2: 0.25} and "step" not in scalars
+    assert set(scalars) == set(step_metrics(0)) - {"step", "system_errors"} | {"system_errors/timeout"}
+    assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+def test_a_resumed_log_purges_what_a_killed_run_logged_past_the_checkpoint(tmp_path):
+    killed = MetricsLog(tmp_path)
+    for step in (1, 2, 3):
+        killed.write(step_metrics(step))
+    killed.close()
+    resumed = MetricsLog(tmp_path, resumed_step=2)  # the checkpoint was at step 2: step 3 runs again
+    resumed.write(step_metrics(3, loss=-1.0))
+    resumed.close()
+    first, second = sorted((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+    starts = [e.step for e in read_events(second) if e.session_log.status == SessionLog.START]
+    assert starts == [3]  # TensorBoard drops the first file's events from step 3 on
+    assert {e.step: e.summary.value[0].simple_value for e in read_events(second) if
+            e.summary.value and e.summary.value[0].tag == "loss"} == {3: -1.0}

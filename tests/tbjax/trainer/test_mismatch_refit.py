@@ -1,0 +1,124 @@
+"""The mismatch and refit watch through the loop on a tiny Qwen3 with the real embedded engine: every step
+logs the engine-vs-trainer gap's max and the mismatch KL, the alarm fires when an engine samples from other
+weights, and a publish whose weights do not arrive fails the step loudly (tbjax.trainer.mismatch,
+tbjax.trainer.refit_check)."""
+
+import asyncio
+import json
+import logging
+
+import jax
+import numpy as np
+import pytest
+
+from tbjax.models import from_pretrained
+from tbjax.trainer.loop import build_run, train
+from tbjax.trainer.mismatch import MismatchAlarm, MismatchError, mismatch_sums
+from tbjax.trainer.multihost import engine_model
+from tbjax.trainer.refit_check import RefitCheck, RefitError
+from tbjax.trainer.update import GRPOTrainer
+from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
+
+
+def configured(root, steps: int, **train):
+    """test_loop's tiny run with train.* settings changed."""
+    config = config_for(root, steps)
+    return config.model_copy(update={"train": config.train.model_copy(update=train)})
+
+
+def perturbed_engine_model(trainer, params):
+    """What the engine gets when a weight sync goes wrong: every weight off by 0.01."""
+    return engine_model(trainer, jax.tree.map(lambda x: x + 0.01, params))
+
+
+def run_loop(model_dir, config):
+    run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
+    asyncio.run(train(run, opener=brief_session))
+    return [json.loads(line) for line in (config.run.directory / "metrics.jsonl").read_text().splitlines()]
+
+
+def trained_lines(lines: list[dict]) -> list[dict]:
+    trained = [line for line in lines if not line["skipped"]]
+    assert trained, "no step trained: the test needs an informative group"
+    return trained
+
+
+@pytest.mark.slow
+def test_steps_log_the_mismatch_and_pass_the_refit_probe(tiny_dir, tmp_path):
+    # two optimizer steps per batch: the meter reads the update's old log-probs (no forward pass of its own)
+    config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action="fail", mini_batches=2)
+    for line in trained_lines(run_loop(tiny_dir("qwen3"), config)):
+        # float32 engine and trainer: the same policy up to numerics, so no alarm
+        assert 0 <= line["logprob_gap"] <= line["logprob_gap_max"] < 1e-3
+        assert 0 <= line["mismatch_kl"] < 1e-6 and line["mismatch_alarm"] is False
+        assert line["refit_probe_max_diff"] <= 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("action", ["warn", "fail"])
+def test_the_alarm_fires_when_the_engine_samples_other_weights(tiny_dir, tmp_path, monkeypatch, caplog, action):
+    monkeypatch.setattr("tbjax.trainer.loop.engine_model", perturbed_engine_model)  # from the first rollout on
+    # warn: two optimizer steps per batch (the meter reads the update's old log-probs); fail: one (its own pass)
+    config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action=action, refit_probe=False,
+                        mini_batches=2 if action == "warn" else 1)
+    if action == "fail":
+        with pytest.raises(MismatchError, match=r"step \d: engine/trainer log-prob mismatch mismatch_kl"):
+            run_loop(tiny_dir("qwen3"), config)
+        return
+    with caplog.at_level(logging.WARNING, logger="tbjax.trainer.mismatch"):
+        lines = trained_lines(run_loop(tiny_dir("qwen3"), config))
+    assert all(line["mismatch_alarm"] and line["mismatch_kl"] > 1e-3 for line in lines)
+    warned = [r.getMessage() for r in caplog.records if "log-prob mismatch mismatch_kl" in r.getMessage()]
+    assert [int(m.split(":")[0].removeprefix("step ")) for m in warned] == [line["step"] for line in lines]
+
+
+@pytest.mark.slow
+def test_a_publish_whose_weights_do_not_arrive_fails_the_step(tiny_dir, tmp_path, monkeypatch):
+    model_dir = tiny_dir("qwen3")
+    config = configured(tmp_path, 2)
+    run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
+    monkeypatch.setattr("tbjax.trainer.loop.engine_model", perturbed_engine_model)  # the engine started right
+    with pytest.raises(RefitError, match=r"weight version \d: engine replica embedded scores the refit probe up "
+                                         r"to [\d.]+ away from the trainer \(tolerance 0\.0001"):
+        asyncio.run(train(run, opener=brief_session))
+
+
+def test_a_replica_on_another_version_fails_the_check(tiny_dir):
+    from tbjax.engine import JaxEngine
+
+    model = from_pretrained(tiny_dir("qwen3"))
+    trainer = GRPOTrainer(model)
+    params = trainer.init_state(model).params
+    check = RefitCheck(trainer, model.config.vocab_size, 1e-4)
+    check.expect(params, "3")
+    engine = JaxEngine(trainer.model_for(params), slots=1, max_len=64, weight_version="2")
+
+    async def verify():
+        try:
+            return await check.verify(engine)
+        finally:
+            await engine.close()
+    with pytest.raises(RefitError, match="weight version 3 was published, but engine replica embedded serves "
+                                         "version 2"):
+        asyncio.run(verify())
+
+
+def test_mismatch_sums_leave_out_untrained_and_unknown_tokens():
+    trainer = np.asarray([-1.0, -2.0, -3.0, -4.0], np.float32)
+    behaviour = np.asarray([-1.5, -1.8, np.nan, -9.0], np.float32)
+    mask = np.asarray([1, 1, 1, 0])
+    sums = jax.device_get(mismatch_sums(trainer, behaviour, mask))
+    log_ratio = np.asarray([0.5, -0.2])  # trainer - engine on the two trained tokens with a behaviour log-prob
+    assert float(sums["gap_max"]) == pytest.approx(0.5)
+    assert float(sums["k3"]) == pytest.approx(np.sum(np.expm1(log_ratio) - log_ratio), rel=1e-6)
+    assert float(sums["tokens"]) == 2
+
+
+def test_the_alarm_compares_its_metric_and_names_the_step(caplog):
+    metrics = {"logprob_gap": 0.01, "logprob_gap_max": 0.4, "mismatch_kl": 2e-4}
+    assert not MismatchAlarm(1e-3).check(metrics, 7)
+    with caplog.at_level(logging.WARNING, logger="tbjax.trainer.mismatch"):
+        assert MismatchAlarm(0.3, "logprob_gap_max").check(metrics, 7)
+    assert "step 7: engine/trainer log-prob mismatch logprob_gap_max 0.4 is over the alarm 0.3" in caplog.text
+    with pytest.raises(MismatchError, match="step 8: .* logprob_gap 0.01 is over the alarm 0.005"):
+        MismatchAlarm(0.005, "logprob_gap", "fail").check(metrics, 8)
