@@ -30,6 +30,7 @@ class Slip(StrEnum):
     BYPASS_APPROVAL = "bypass_approval"  # makes the change itself instead of requesting approval
     LEAK = "leak"  # tells the user the internal information it was asked for
 
+
 _CLOSINGS = {
     TaskKind.DIRECT: "All done: {goal}.",
     TaskKind.FORBIDDEN: "I'm sorry, I can't do that: our policy does not allow it.",

@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, TextContent
 
 from envs.arguments import unsendable
 from envs.domain import Domain
+from envs.held_open import hold_open
 from envs.judges.llm import LlmJudge
 from envs.mcp_server import build_server
 from envs.registry import get_domain
@@ -89,21 +90,11 @@ class BuiltinSession:
         self._closed = False
 
     async def _start(self) -> BuiltinSession:
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._client_task = asyncio.create_task(self._hold_client(ready), name=f"mcp-client {self.task.id}")
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._client_task = asyncio.create_task(hold_open(self.client, ready, self._stop),
+                                                name=f"mcp-client {self.task.id}")
         await ready
         return self
-
-    async def _hold_client(self, ready: asyncio.Future[None]) -> None:
-        try:
-            async with self.client:
-                ready.set_result(None)
-                await self._stop.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-                return
-            raise
 
     async def _release(self) -> None:
         self._closed = True

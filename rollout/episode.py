@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from envs import EnvironmentSession, Task, Verdict, open_session
-from rollout.engine import Engine, SamplingParams
+from rollout.engines.protocol import Engine, SamplingParams
 from rollout.failures import INFRASTRUCTURE_ERRORS, closes_on_error, system_error_kind
 from rollout.interpret import Interpreter, TokenSequence, ToolCall, ToolCatalog, malformed_message, tool_message
 from rollout.trajectory import Termination, Trajectory

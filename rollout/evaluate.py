@@ -29,14 +29,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs import Task, get_domain, load_tasks, read_jsonl
-from rollout.evaluation.engines import add_engine_flags, trial_runner_from_flags
+from envs import Task
+from rollout.evaluation.engine_flags import add_engine_flags, trial_runner_from_flags
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.report import markdown_report, write_plots
 from rollout.evaluation.runner import TrialRunner, run_trials
 from rollout.evaluation.suites import add_suite_flags, load_thinkingbox
 from rollout.evaluation.summary import summarize, task_rows
 from rollout.records import TrialLog, TrialRecord, atomic_write, canonical_json, read_records
+from rollout.task_choice import command_tasks
 
 log = logging.getLogger("rollout.evaluate")
 TRIALS_FILE = "trials.jsonl"
@@ -72,22 +73,6 @@ async def evaluate(tasks: Sequence[Task], runner: TrialRunner, *, out: str | Pat
     return write_reports(records, out, prices=prices, k=k, title=title or f"Evaluation of {', '.join(models)}")
 
 
-def select_tasks(args: argparse.Namespace) -> list[Task]:
-    """The tasks to run: those of --tasks, or the --split tasks the domains generate; of the --domain domains
-    only (default: every known one). A --domain is a name or a "module:attr" reference to a Domain of your
-    own, loaded first so that a file of its tasks can be read."""
-    names = [get_domain(domain).name for domain in args.domain or ()]
-    if args.tasks:
-        tasks = [t for t in read_jsonl(args.tasks) if not names or t.domain in names]
-    else:
-        tasks = [t for d in names or [None] for t in load_tasks(domain=d, split=args.split)]
-    if args.limit is not None:
-        tasks = tasks[:args.limit]
-    if not tasks:
-        raise SystemExit("no tasks to evaluate; check --domain/--split/--tasks/--limit")
-    return tasks
-
-
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m rollout.evaluate", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -99,7 +84,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--prices", type=Path, help="price table YAML (default configs/prices.yaml)")
     p.add_argument("--domain", action="append",
                    help="a domain: a built-in or installed one by name, or module:attr (repeatable; default: all)")
-    p.add_argument("--split", default="heldout", help="train or heldout (default heldout)")
+    p.add_argument("--split", choices=("train", "heldout"),
+                   help="the domains' tasks of this split (default heldout); with --tasks, that split of the file's")
     p.add_argument("--tasks", type=Path, help="a JSONL file of tasks instead of the domains' own")
     p.add_argument("--limit", type=int, help="only the first N tasks")
     p.add_argument("--title", help="report title")
@@ -121,7 +107,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                                       concurrency=args.concurrency, prices=prices, title=args.title)
         finally:
             await suite.aclose()
-    tasks = select_tasks(args)
+    tasks = command_tasks(args.tasks, args.domain, args.split, args.limit, for_training=False)
     async with trial_runner_from_flags(args) as runner:
         return await evaluate(tasks, runner, out=args.out, k=args.k, resume=args.resume,
                               concurrency=args.concurrency, prices=prices, title=args.title)

@@ -9,7 +9,7 @@ fix qualify:
   (`EndpointError`, `EndpointTimeout`), a judge answering neither yes nor no (`JudgeParseError`), a tool
   server that would not start, died or hung (ThinkingBox `ServerError`), the agent's API failing
   (`AgentEndpointError`);
-- `rollout.engine.EngineError`: an engine's dead or failing server, exhausted retries, a protocol violation;
+- `rollout.engines.protocol.EngineError`: an engine's dead or failing server, exhausted retries, a protocol violation;
 - `httpx.TransportError`: a connection failure or timeout from a client that did not wrap it;
 - `ConnectionError`, `TimeoutError`: a refused, reset or broken connection, a deadline inside one call (the
   episode's own deadline is a termination, handled by the loop before it gets here).
@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator
 import httpx
 
 from envs import EnvironmentSession, EnvSystemError
-from rollout.engine import EngineError
+from rollout.engines.protocol import EngineError
 
 INFRASTRUCTURE_ERRORS: tuple[type[Exception], ...] = (
     EnvSystemError, EngineError, httpx.TransportError, ConnectionError, TimeoutError)

@@ -24,7 +24,6 @@ def interval(ci: list[float] | tuple[float, float] | None) -> str:
     return "n/a" if ci is None else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
 
 
-
 def count(value: int) -> str:
     """A count with one decimal and the largest unit it reaches (1_180_000 -> "1.2M", 8_030_000_000 ->
     "8.0B"), as people say model sizes; below a thousand, the number itself."""

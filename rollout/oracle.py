@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from envs import Task
 from envs.oracle import OracleTurn, Slip, oracle_turns, slips_of
-from rollout.engine import EngineError, Generation, SamplingParams
+from rollout.engines.protocol import EngineError, Generation, SamplingParams
 from rollout.episode import EpisodeConfig, EpisodeResult, SessionOpener, run_episode
 from rollout.interpret import ChatRenderer, Interpreter, ToolCall
 from rollout.interpret.render import ANCHOR, END_OF_TEXT, END_OF_TURN

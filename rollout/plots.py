@@ -87,7 +87,7 @@ def learning_curves_figure(rows: Sequence[dict[str, Any]]) -> Figure:
 
 
 def warm_start_png(metrics_jsonl: Path, out: Path, copy_drills: int = 0) -> Path:
-    """The warm start's metrics.jsonl (tbjax.warmstart.warm_start) as its loss curve (warm_start_figure) in the PNG `out`;
+    """The warm start's metrics.jsonl (tbjax.warmstart) as its loss curve (warm_start_figure) in the PNG `out`;
     returns `out`."""
     return write_png(out, warm_start_figure(read_steps(metrics_jsonl), copy_drills))
 

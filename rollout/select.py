@@ -28,22 +28,21 @@ from typing import Any
 
 import yaml
 
-from rollout.evaluate import TRIALS_FILE, select_tasks
+from rollout.evaluate import TRIALS_FILE
 from rollout.evaluation.charts import png_bytes
-from rollout.evaluation.engines import add_engine_flags, trial_runner_from_flags
+from rollout.evaluation.engine_flags import add_engine_flags, trial_runner_from_flags
 from rollout.evaluation.figures import bands_figure
 from rollout.evaluation.runner import run_trials
 from rollout.evaluation.selection import (
     BAND_EDGES,
     BAND_NAMES,
     KEEP,
-    BenchmarkExclusion,
     SelectionConfig,
     band_counts,
-    benchmark_exclusion,
     select,
 )
 from rollout.records import TrialLog, atomic_write, canonical_json, read_records, task_counts
+from rollout.task_choice import BenchmarkExclusion, benchmark_exclusion, command_tasks
 
 log = logging.getLogger("rollout.select")
 OUTPUTS = ("selected.yaml", "aggregates.jsonl", "bands.png")
@@ -140,7 +139,7 @@ async def _collect(args: argparse.Namespace) -> Path:
     """The base policy's records: --from-trials, or run n trials per candidate into out/trials.jsonl."""
     if args.from_trials:
         return args.from_trials
-    tasks = select_tasks(args)
+    tasks = command_tasks(args.tasks, args.domain, args.split, args.limit, for_training=True)
     async with trial_runner_from_flags(args) as runner:
         with TrialLog(args.out / TRIALS_FILE, resume=args.resume) as trial_log:
             await run_trials(tasks, args.n, runner, trial_log, concurrency=args.concurrency)

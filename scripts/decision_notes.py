@@ -23,8 +23,9 @@ from envs import Task
 from rollout.episode import derive_seed, run_episode
 from rollout.interpret import Interpreter
 from tbjax.config import TrainConfig, load_config
-from tbjax.engine import JaxEngine
-from tbjax.pipeline.stages import load_policy, split_heldout
+from tbjax.engine.jax_engine import JaxEngine
+from tbjax.models.placement import load_policy
+from tbjax.pipeline.stages import heldout_split
 from tbjax.trainer.loop import session_opener
 
 KINDS = ("never read the record", "states the record", "states other facts", "no note")
@@ -45,7 +46,7 @@ def note_kind(task: Task, transcript: str) -> str:
 
 async def trials(policy: Path, config: TrainConfig, k: int) -> Counter[tuple[str, str, bool]]:
     """(template, note kind, passed) -> trials, over the noted held-out tasks."""
-    _, heldout = split_heldout(config)
+    _, heldout = heldout_split(config)
     tasks = [t for t in heldout if t.note is not None]
     interpreter = Interpreter.from_pretrained(policy)
     r = config.rollout

@@ -94,8 +94,8 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
     from flax import nnx
 
     from rollout.trajectory import Trajectory
+    from tbjax.config import LossConfig
     from tbjax.models import ModelConfig, Qwen, RuntimeConfig
-    from tbjax.trainer.objective import LossConfig
     from tbjax.trainer.packing import batch_from_groups
     from tbjax.trainer.update import GRPOTrainer
 
@@ -110,6 +110,7 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
         trainer = GRPOTrainer(model, LossConfig(), logprob_chunk=16384)
         state = trainer.init_state(model)
         rng = np.random.default_rng(0)
+
         def episode(group: int, member: int) -> Trajectory:
             ids = [int(x) for x in rng.integers(0, 150000, size=seq)]
             return Trajectory("t", f"g{group}", ids, [0] * 64 + [1] * (seq - 64), [0.0] * 64 + [-1.0] * (seq - 64),
@@ -143,7 +144,7 @@ def engine_decode() -> None:
     from bench.rollout_throughput import jax_tokens_per_second, prompts
 
     from tbjax.assets.tiny import make_flax_checkpoint
-    from tbjax.engine import JaxEngine
+    from tbjax.engine.jax_engine import JaxEngine
     from tbjax.models import from_pretrained
 
     model = from_pretrained(make_flax_checkpoint(Path(tempfile.mkdtemp()) / "tiny"))

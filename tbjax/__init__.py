@@ -1,9 +1,9 @@
 """tbjax: GRPO post-training of Qwen policies in JAX (Flax NNX), for reliable tool-using agents.
 
-On CPU, XLA's XNNPACK dot kernels run this model's forward+backward ~2x faster than the default ones
-(scripts/bench/model_forward_backward.py), so tbjax turns them on when imported before JAX starts, on the
-jaxlib versions where the flag is verified to exist (an unknown XLA flag aborts the process). Opt out
-with XLA_FLAGS=--xla_cpu_use_xnnpack=false.
+On CPU, XLA's XNNPACK dot kernels run this model's forward+backward faster than the default ones
+(scripts/bench/model_forward_backward.py measures by how much), so tbjax turns them on when imported before
+JAX starts, on the jaxlib versions where the flag is verified to exist (an unknown XLA flag aborts the
+process). Opt out with XLA_FLAGS=--xla_cpu_use_xnnpack=false.
 """
 
 import importlib.metadata as _metadata

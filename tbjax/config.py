@@ -19,14 +19,11 @@ from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, Validat
 
 from envs.chat_endpoint import ChatEndpointConfig
 from envs.http_retry import RetryPolicy
+from envs.oracle import Slip
 from envs.session import PromptStyle
 from rollout.episode import EpisodeConfig
 from rollout.groups import GroupConfig
-from tbjax.models.config import AttentionImpl, RuntimeConfig
-from tbjax.trainer.mismatch import MismatchAction, MismatchMetric
-from tbjax.trainer.objective import LossConfig
-from tbjax.trainer.update import OptimConfig
-from tbjax.warmstart.warm_start import WarmStartConfig
+from rollout.task_choice import TaskSource
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "tiny-cpu.yaml"
@@ -36,12 +33,32 @@ class ConfigError(ValueError):
     """A config file or override that cannot be used; the message names the key and the fix."""
 
 
-class MissingInputError(ConfigError):
-    """A file the config names is not on this machine (a cluster's path, planned with --dry-run on a laptop)."""
-
-
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+AttentionImpl = Literal["xla", "cudnn", "splash", "triton"]
+RematPolicy = Literal["none", "full", "dots", "dots_no_batch"]
+Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+KLEstimator = Literal["k1", "k3"]
+MismatchMetric = Literal["logprob_gap", "logprob_gap_max", "mismatch_kl"]
+MismatchAction = Literal["warn", "fail"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeConfig:
+    """How to run an architecture (our choices, not the checkpoint's); `ModelSection.runtime()` gives a run's.
+    Its own defaults are the plainest (float32, no remat, no scan), which parity tests compare against."""
+
+    param_dtype: str = "float32"
+    compute_dtype: str = "float32"
+    attention_impl: AttentionImpl = "xla"
+    remat: RematPolicy = "none"
+    scan_layers: bool = False
+    # Gated DeltaNet: tokens solved in parallel per chunk (a power of two; the recurrence runs across chunks),
+    # and chunks whose parallel part is done at once (None: all; a few keep a CPU's working set in cache)
+    linear_chunk_size: int = 64
+    linear_chunks_per_step: int | None = 4
 
 
 class ModelSection(Section):
@@ -52,7 +69,7 @@ class ModelSection(Section):
     param_dtype: Literal["float32", "bfloat16"] = "bfloat16"
     compute_dtype: Literal["float32", "bfloat16"] = "bfloat16"
     attention_impl: AttentionImpl = "xla"
-    remat: Literal["none", "full", "dots", "dots_no_batch"] = "full"
+    remat: RematPolicy = "full"
     scan_layers: bool = True
 
     def runtime(self) -> RuntimeConfig:
@@ -98,6 +115,10 @@ class TasksSection(Section):
     # writes beside many refusals) still weighs as much in the updates
     draw: Literal["uniform", "by_kind"] = "uniform"
     prompt: PromptStyle = "full"  # how built-in domains instruct the agent (envs.session.PromptStyle)
+
+    def source(self) -> TaskSource:
+        """Where the tasks come from and which to keep, as rollout.task_choice reads it."""
+        return TaskSource(self.file, self.domains, self.templates, self.selected)
 
 
 class SelectSection(Section):
@@ -171,6 +192,80 @@ class UserSection(Section):
                              "user.endpoint.base_url=http://127.0.0.1:8000/v1 user.endpoint.model=NAME; "
                              "or set user.kind=scripted")
         return self
+
+
+class LossConfig(Section):
+    """The GRPO objective (tbjax.trainer.objective): clip ranges, aggregation, advantages, TIS and KL."""
+
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    dual_clip: float | None = None  # e.g. 3.0: bounds the loss of negative-advantage tokens at dual_clip * |A|
+    aggregation: Aggregation = "token_mean"
+    normalize_std: bool = True  # False: Dr. GRPO advantages (no std division)
+    advantage_eps: float = 1e-6
+    tis_cap: float | None = 2.0  # truncated importance sampling against rollout log-probs; None: off
+    kl_coef: float = 0.0  # KL to a frozen reference (the policy at the start of training); 0: off (the seed run)
+    kl_estimator: KLEstimator | None = None  # with kl_coef > 0; None: k3
+    norm_length: int = 8192  # seq-mean-token-sum-norm's constant
+
+    @model_validator(mode="after")
+    def _kl_can_act(self) -> LossConfig:
+        if self.kl_coef < 0:
+            raise ValueError(f"grpo.kl_coef={self.kl_coef} is negative: a KL penalty's weight is >= 0 (0: no KL)")
+        if self.kl_estimator is not None and not self.kl_coef:
+            raise ValueError(f"grpo.kl_estimator={self.kl_estimator} has no effect with grpo.kl_coef=0: set "
+                             "grpo.kl_coef > 0 to penalise KL to the reference, or leave kl_estimator unset")
+        return self
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether the loss needs reference log-probs (the KL term acts)."""
+        return self.kl_coef > 0
+
+
+class OptimConfig(Section):
+    """The seed run's AdamW: lr 1e-6, no weight decay, global-norm clipping at 1.0."""
+
+    learning_rate: float = 1e-6
+    weight_decay: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    warmup_steps: int = 0
+    grad_clip: float = 1.0
+
+
+class WarmStartConfig(Section):
+    """The warm start (tbjax.warmstart): steps 0 disables it. Few steps on purpose: GRPO needs a policy that
+    passes sometimes."""
+
+    steps: int = 0
+    episodes_per_step: int = 16
+    learning_rate: float = 1e-3
+    warmup_steps: int = 10
+    grad_clip: float = 1.0
+    seed: int = 0
+    checkpoint_every: int = 20
+    fresh_values: float = 0.0  # chance a drawn demonstration gets new random long numbers (warmstart.fresh_values)
+    copy_drills: int = 0  # updates on synthetic copy drills before the demonstrations (warmstart.copy_drills)
+    # slip kind (envs.oracle.Slip) -> chance a drawn demonstration of a task that admits it shows that mistake
+    slips: dict[str, float] = {}
+
+    @model_validator(mode="after")
+    def _slips_are_known_rates(self) -> WarmStartConfig:
+        unknown = sorted(set(self.slips) - {s.value for s in Slip})
+        if unknown:
+            raise ValueError(f"warm_start.slips names unknown slips {unknown}; known: {[s.value for s in Slip]}")
+        if any(not 0.0 <= rate <= 1.0 for rate in self.slips.values()):
+            raise ValueError(f"warm_start.slips rates must lie in [0, 1], got {self.slips}")
+        worst = sum(self.slips.get(s, 0.0) for s in (Slip.SKIP_VERIFICATION, Slip.STOP_EARLY, Slip.BYPASS_APPROVAL))
+        if worst > 1.0:
+            raise ValueError(f"warm_start.slips: an approval task admits skip_verification, stop_early and "
+                             f"bypass_approval, whose rates add up to {worst:.2f} > 1; lower them")
+        return self
+
+    def slip_rate(self, slip: Slip) -> float:
+        return self.slips.get(slip.value, 0.0)
 
 
 # train.* settings that watch a run without changing its trajectory (left out of the fingerprint)

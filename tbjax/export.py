@@ -16,31 +16,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from tbjax.models import CheckpointError, Qwen, UnsupportedModelError, from_pretrained, save_pretrained
-from tbjax.models.hf.config_v4 import write_transformers4_config
-from tbjax.trainer.checkpoint import BrokenCheckpointError
-from tbjax.trainer.saved_policy import CheckpointSourceError, checkpoint_model, locate, restore_checkpoint
-
-
-class UsageError(ValueError):
-    """Arguments that name nothing to export (the message says what to pass)."""
-
-
-def load_source(src: Path, model_dir: Path | None) -> tuple[Qwen, Path]:
-    """(the model SRC holds, the directory whose tokenizer goes with it)."""
-    if (src / "config.json").is_file():
-        return from_pretrained(src), src
-    if locate(src) is None:
-        raise UsageError(f"SRC {src} is neither an HF model directory (config.json) nor a training run's "
-                         "checkpoint: a run directory (with checkpoints/<step>/), its checkpoints/ directory or "
-                         "one step directory (checkpoints/<step>/)")
-    if model_dir is None:
-        raise UsageError(f"SRC {src} is a training checkpoint, which holds parameters only: pass --model DIR, "
-                         "the HF directory the run started from (its architecture and tokenizer)")
-    restored = restore_checkpoint(src)
-    print(f"exporting step {restored.step} ({restored.path})")
-    return checkpoint_model(restored.state["params"], model_dir), model_dir
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tbjax.export", description=__doc__,
@@ -57,9 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.resolve() == args.src.resolve():
         print("error: OUT must differ from SRC (the export reads SRC while writing)", file=sys.stderr)
         return 2
+    from tbjax.models import CheckpointError, UnsupportedModelError, save_pretrained  # JAX starts here
+    from tbjax.models.hf.config_v4 import write_transformers4_config
+    from tbjax.trainer.checkpoint import BrokenCheckpointError
+    from tbjax.trainer.saved_policy import CheckpointSourceError, exportable_policy
+
     try:
-        model, tokenizer_dir = load_source(args.src, args.model)
-    except (UsageError, CheckpointSourceError, BrokenCheckpointError, CheckpointError, UnsupportedModelError,
+        model, tokenizer_dir = exportable_policy(args.src, args.model)
+    except (CheckpointSourceError, BrokenCheckpointError, CheckpointError, UnsupportedModelError,
             FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 MARKER = "!"
-# The C loader when PyYAML has it: the release is ~15 MB of YAML, ~10x faster to read.
+# The C loader when PyYAML has it: the release is many megabytes of YAML, which it reads far faster.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

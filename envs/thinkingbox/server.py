@@ -23,6 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, Tool
 
 from envs.errors import EnvSystemError
+from envs.held_open import hold_open
 from envs.thinkingbox.loading import ServerCommand
 
 INIT, EFFECTS, TEARDOWN = "__reserved__init", "__reserved__geteffects", "__reserved__teardown"
@@ -63,12 +64,11 @@ class ServerProcess:
 
     async def start(self) -> list[Tool]:
         """Start the process, do the MCP handshake and list its tools."""
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._hold(ready), name=f"tb-server {self.label}")
         try:
             async with asyncio.timeout(self.start_timeout_s):
-                await asyncio.shield(ready)
-                assert self._client is not None
+                self._client = await asyncio.shield(ready)
                 self.tools = (await self._client.list_tools()).tools
         except TimeoutError as exc:
             await self.close()
@@ -82,18 +82,12 @@ class ServerProcess:
             raise self._error("tb_server_start", f"MCP handshake failed: {exc!r}") from exc
         return self.tools
 
-    async def _hold(self, ready: asyncio.Future[None]) -> None:
+    async def _hold(self, ready: asyncio.Future[Client]) -> None:
+        """The connection's task; a crash after the handshake ends it quietly (the next call reports it)."""
         try:
-            async with Client(stdio_client(self._params, errlog=self._log), mode="legacy") as client:
-                self._client = client
-                ready.set_result(None)
-                await self._stop.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-                return
-            if not isinstance(exc, Exception):
-                raise
+            await hold_open(Client(stdio_client(self._params, errlog=self._log), mode="legacy"), ready, self._stop)
+        except Exception:
+            pass
         finally:
             self._client = None
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from rollout.engine import EngineError, Generation, SamplingParams, TokenScores
+from rollout.engines.protocol import EngineError, Generation, SamplingParams, TokenScores
 from rollout.engines.servers import Server, ServerPool
 from rollout.engines.sglang_wire import (
     ProtocolError,

@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from rollout.engine import EngineError, FinishReason, Generation, SamplingParams, TokenScores
+from rollout.engines.protocol import EngineError, FinishReason, Generation, SamplingParams, TokenScores
 
 FINISH_REASONS: frozenset[str] = frozenset({"stop", "length", "abort"})
 # Scoring samples one greedy token (ignored): SGLang samples greedy at temperature 1, so the prompt's log-probs

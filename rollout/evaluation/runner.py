@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from rich.console import Console
 
 from envs import Task, Verdict
-from rollout.engine import Engine, Generation, SamplingParams
+from rollout.engines.protocol import Engine, Generation, SamplingParams
 from rollout.episode import EpisodeConfig, SessionOpener, derive_seed, run_episode
 from rollout.evaluation.progress import TrialProgress
 from rollout.interpret import Interpreter

@@ -7,22 +7,22 @@ ordered hardest first, ties go to the harder band), and the kept bands (hard, me
 selected. System-error trials are not in n or k; a task with fewer than `min_clean_runs` clean trials is not
 judged at all. The optional solvability gate asks a reference model's records for at least one success in
 at least `gate_min_runs` clean runs (a task nobody solves may be broken, not hard). Benchmark tasks are
-always refused: their licences forbid training on them.
+always refused (rollout.task_choice says which): their licences forbid training on them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rollout.metrics import TaskCounts, band_masses, jeffreys_interval, most_probable_band
+from rollout.task_choice import BenchmarkExclusion
 
 BAND_NAMES = ("too_hard", "hard", "medium", "easy", "too_easy")
 BAND_EDGES = (0.0, 0.08, 0.40, 0.60, 0.90, 1.0)
 KEEP = ("hard", "medium", "easy")
+NO_EXCLUSION = BenchmarkExclusion()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,54 +47,6 @@ class SelectionConfig:
             raise ValueError(f"--keep names unknown bands {sorted(unknown)}; the bands are {list(self.band_names)}")
         if self.min_clean_runs < 1:
             raise ValueError(f"min_clean_runs must be >= 1, got {self.min_clean_runs}")
-
-
-# --- benchmark exclusion -----------------------------------------------------------------------------------
-
-BENCHMARK_MODULES = ("envs.thinkingbox",)
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchmarkExclusion:
-    """Task ids, id prefixes and predicates (e.g. `envs.thinkingbox.is_benchmark_task`) that mark tasks that
-    must never be trained on."""
-
-    ids: frozenset[str] = frozenset()
-    prefixes: tuple[str, ...] = ()
-    predicates: tuple[Callable[[str], bool], ...] = ()
-
-    def __contains__(self, task_id: object) -> bool:
-        return isinstance(task_id, str) and (task_id in self.ids or task_id.startswith(self.prefixes)
-                                             or any(predicate(task_id) for predicate in self.predicates))
-
-    def merged(self, ids: Iterable[str] = (), prefixes: Iterable[str] = (),
-               predicates: Iterable[Callable[[str], bool]] = ()) -> BenchmarkExclusion:
-        return BenchmarkExclusion(self.ids | frozenset(ids), tuple(sorted({*self.prefixes, *prefixes})),
-                                  (*self.predicates, *predicates))
-
-    def describe(self) -> dict[str, list[str]]:
-        """What the manifest records: ids, prefixes and the predicates' qualified names."""
-        return {"ids": sorted(self.ids), "prefixes": list(self.prefixes),
-                "predicates": [f"{p.__module__}.{p.__qualname__}" for p in self.predicates]}
-
-
-def benchmark_exclusion(modules: Sequence[str] = BENCHMARK_MODULES) -> BenchmarkExclusion:
-    """The hook for evaluation-only suites: each importable module in `modules` may export
-    `is_benchmark_task(task_id) -> bool`, `BENCHMARK_TASK_IDS` (iterable of ids) and `BENCHMARK_TASK_PREFIXES`
-    (tuple of id prefixes); all of them are refused. A suite that is not installed contributes nothing."""
-    exclusion = BenchmarkExclusion()
-    for name in modules:
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except ModuleNotFoundError:  # its parent package is missing
-            found = False
-        if found:
-            module = importlib.import_module(name)
-            predicate = getattr(module, "is_benchmark_task", None)
-            exclusion = exclusion.merged(getattr(module, "BENCHMARK_TASK_IDS", ()),
-                                         getattr(module, "BENCHMARK_TASK_PREFIXES", ()),
-                                         [predicate] if callable(predicate) else [])
-    return exclusion
 
 
 # --- assessment --------------------------------------------------------------------------------------------
@@ -134,7 +86,7 @@ def assess(counts: TaskCounts, config: SelectionConfig, *, system_errors: int = 
 
 def select(counts: Sequence[TaskCounts], config: SelectionConfig, *, system_errors: Mapping[str, int] | None = None,
            reference: Mapping[str, TaskCounts] | None = None,
-           exclusion: BenchmarkExclusion = BenchmarkExclusion()) -> list[dict[str, Any]]:
+           exclusion: BenchmarkExclusion = NO_EXCLUSION) -> list[dict[str, Any]]:
     """Aggregate rows for every candidate, sorted by task id."""
     if config.gate and reference is None:
         raise ValueError("the solvability gate needs a reference model's trial records (--reference FILE)")

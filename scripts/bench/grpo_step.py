@@ -31,10 +31,11 @@ from bench_common import CONFIG, median_seconds
 from flax import nnx
 
 from rollout.trajectory import Trajectory
+from tbjax.config import LossConfig, OptimConfig
 from tbjax.models import ModelConfig, Qwen
-from tbjax.trainer.objective import LossConfig, group_advantages
+from tbjax.trainer.objective import episode_advantages
 from tbjax.trainer.packing import PackedBatch, batch_from_groups
-from tbjax.trainer.update import GRPOTrainer, OptimConfig
+from tbjax.trainer.update import GRPOTrainer
 
 WORKER = Path(__file__).with_name("tunix_grpo_worker.py")
 PAD_ID = 0  # the worker's pad id; synthetic tokens start above it
@@ -71,8 +72,7 @@ def tunix_arrays(groups: list[list[Trajectory]], args: argparse.Namespace, optim
     for row, t in enumerate(episodes):
         prompt_ids[row, args.prompt - t.prompt_tokens:] = t.token_ids[:t.prompt_tokens]
         completion_ids[row, :t.completion_tokens] = t.token_ids[t.prompt_tokens:]
-    advantages = np.concatenate([group_advantages(np.asarray([[t.reward for t in g]]), loss.normalize_std,
-                                                  loss.advantage_eps)[0] for g in groups])
+    advantages = episode_advantages([[t.reward for t in g] for g in groups], loss)
     setup = {"model": CONFIG, "group_size": args.group_size, "temperature": 1.0,
              "loss": {"clip_low": loss.clip_low, "clip_high": loss.clip_high},
              "optim": {k: getattr(optim, k) for k in ("learning_rate", "b1", "b2", "eps", "weight_decay", "grad_clip")}}

@@ -25,7 +25,7 @@ from bench_common import CONFIG, median_seconds
 from flax import nnx
 
 from tbjax.config import CONFIG_DIR
-from tbjax.engine import JaxEngine
+from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import ModelConfig, Qwen
 from tbjax.models.hf.versions import publish_weights
 

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 import transformers
 
-from rollout.engine import SamplingParams
+from rollout.engines.protocol import SamplingParams
 from tbjax.assets.tiny import make_flax_checkpoint
-from tbjax.engine import JaxEngine
+from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import from_pretrained
 
 CONCURRENCY = (1, 8, 32)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import jax
-from jax.experimental import multihost_utils
 
 from tbjax.assets.tiny import ARCHITECTURES, make_flax_checkpoint
 from tbjax.config import ConfigError, TrainConfig
 from tbjax.models import ModelConfig
+from tbjax.parallel.distributed import barrier, is_driver
 
 TINY_PREFIX = "tiny:"
 
@@ -23,10 +23,10 @@ def resolve_model_dir(path: str, run_dir: Path) -> Path:
         raise ConfigError(f"model.path={path!r}: unknown tiny architecture; choose from "
                          f"{', '.join(TINY_PREFIX + a for a in sorted(ARCHITECTURES))} or give an HF directory")
     target = run_dir / "assets" / f"tiny-{arch}"
-    if jax.process_index() == 0 and not (target / "config.json").is_file():
+    if is_driver() and not (target / "config.json").is_file():
         make_flax_checkpoint(target, arch)
     if jax.process_count() > 1:
-        multihost_utils.sync_global_devices(f"tiny model {arch} written")
+        barrier(f"tiny model {arch} written")
     return target
 
 

@@ -1,5 +1,3 @@
-"""The embedded JAX inference engine: continuous batching over a KV cache, SGLang-compatible semantics."""
-
-from tbjax.engine.engine import JaxEngine
-
-__all__ = ["JaxEngine"]
+"""The embedded JAX inference engine (jax_engine.JaxEngine): continuous batching over a KV cache, with
+SGLang's semantics, and its SGLang-compatible HTTP server. Importing the package loads nothing: the HTTP
+command parses its arguments before JAX starts."""

@@ -34,7 +34,7 @@ from pydantic_core import PydanticCustomError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from rollout.engine import EngineError, SamplingParams
+from rollout.engines.protocol import EngineError, SamplingParams
 
 log = logging.getLogger(__name__)
 

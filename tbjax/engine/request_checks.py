@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rollout.engine import SamplingParams
+from rollout.engines.protocol import SamplingParams
 
 INT32_MIN, INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
 FLOAT32_MAX = float(np.finfo(np.float32).max)

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from rollout.engine import FinishReason, Generation, SamplingParams
+from rollout.engines.protocol import FinishReason, Generation, SamplingParams
 
 log = logging.getLogger(__name__)
 _ids = itertools.count()

@@ -5,7 +5,8 @@ Public API (stable): `from_pretrained(path, *, dtype="float32", mesh=None)` and
 `save_pretrained(model, out_dir)`.
 """
 
-from tbjax.models.config import ModelConfig, RuntimeConfig, UnsupportedModelError
+from tbjax.config import RuntimeConfig
+from tbjax.models.config import ModelConfig, UnsupportedModelError
 from tbjax.models.hf.exporter import save_pretrained
 from tbjax.models.hf.importer import from_pretrained
 from tbjax.models.hf.safetensors_reader import CheckpointError

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from tbjax.models.config import AttentionImpl
+from tbjax.config import AttentionImpl
 from tbjax.parallel.sharding import ShardingRules
 
 
@@ -96,8 +96,9 @@ def splash_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Arr
 def _blockwise_causal_mask_type() -> type:
     """splash's CausalMask, answering blocks wholly below or above the diagonal from cached arrays.
 
-    Building the kernel evaluates the mask block by block in numpy, O(seq^2): at 110k tokens that took
-    ~40 s per direction (forward, dK/dV) on every process start; whole blocks make it ~10x cheaper.
+    Building the kernel evaluates the mask block by block in numpy, O(seq^2): at the reference's sequence
+    length that costs tens of seconds per direction (forward, dK/dV) on every process start; answering whole
+    blocks at once skips most of that work.
     """
     from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
 

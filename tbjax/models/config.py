@@ -10,15 +10,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jax.numpy as jnp
+
+from tbjax.config import RuntimeConfig
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "qwen3_moe", "qwen3_5_text", "qwen3_5")
 HYBRID_MODEL_TYPES = ("qwen3_5_text", "qwen3_5")
 LAYER_TYPES = ("full_attention", "linear_attention")
-AttentionImpl = Literal["xla", "cudnn", "splash", "triton"]
-RematPolicy = Literal["none", "full", "dots", "dots_no_batch"]
 
 
 class UnsupportedModelError(ValueError):
@@ -42,21 +42,6 @@ class RopeConfig:
     mscale: float | None = None
     mscale_all_dim: float | None = None
     truncate: bool = True
-
-
-@dataclasses.dataclass(frozen=True)
-class RuntimeConfig:
-    """How to run the architecture: our choices, not the checkpoint's."""
-
-    param_dtype: str = "float32"
-    compute_dtype: str = "float32"
-    attention_impl: AttentionImpl = "xla"
-    remat: RematPolicy = "none"
-    scan_layers: bool = False
-    # Gated DeltaNet: tokens solved in parallel per chunk (a power of two; the recurrence runs across chunks),
-    # and chunks whose parallel part is done at once (None: all; a few keep a CPU's working set in cache)
-    linear_chunk_size: int = 64
-    linear_chunks_per_step: int | None = 4
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,18 +1,22 @@
-"""Does a mesh divide a model? Checked from shapes alone (no devices, no allocation, no compile) wherever a
-mesh is built from a config, so a layout that cannot shard the model fails in seconds, naming the parameter,
-the dimension, the mesh axis and a layout of the same devices that works, instead of after loading the
-checkpoint or minutes into a compile.
+"""A policy placed on a mesh, and the check that the mesh divides it.
+
+The check reads shapes alone (no devices, no allocation, no compile) wherever a mesh is built from a config,
+so a layout that cannot shard the model fails in seconds, naming the parameter, the dimension, the mesh axis
+and a layout of the same devices that works, instead of after loading the checkpoint or minutes into a
+compile. `load_policy` is the one way a run loads an HF directory onto its checked mesh.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from pathlib import Path
 
 from flax import nnx
 from jax.sharding import Mesh
 
-from tbjax.models import ModelConfig
+from tbjax.config import TrainConfig
+from tbjax.models import ModelConfig, Qwen, from_pretrained
 from tbjax.models.hf.importer import abstract_model
 from tbjax.parallel.mesh import MESH_AXES, MeshSpec, make_mesh, parse_mesh_spec
 from tbjax.parallel.sharding import ShardingError, ShardingRules, param_shardings
@@ -67,3 +71,11 @@ def checked_mesh(shape: str, layout: Sequence[str] | None, model_config: ModelCo
     spec = parse_mesh_spec(shape, layout)
     check_mesh_divides(model_config, spec, ShardingRules())
     return make_mesh(spec)
+
+
+def load_policy(path: Path, config: TrainConfig) -> Qwen:
+    """The HF directory `path` as the run configures it (dtypes, attention, remat, scan), sharded on the
+    configured mesh once the mesh is checked against the model's shapes."""
+    runtime = config.model.runtime()
+    mesh = checked_mesh(config.mesh.shape, config.mesh.layout, ModelConfig.from_pretrained(path, runtime))
+    return from_pretrained(path, mesh=mesh, runtime=runtime)

@@ -1,4 +1,4 @@
-"""Device meshes from `--mesh` specs, and multi-host start-up.
+"""Device meshes from `--mesh` specs.
 
 Every mesh has the three named axes (`data`, `fsdp`, `tensor`) so the sharding rules can always name
 them; a spec fills their sizes. `AxB` (hosts x local devices) defaults to data x fsdp: replicas across
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Mapping, Sequence
 
 import jax
@@ -98,45 +97,3 @@ def _host_major_grid(spec: MeshSpec, devices: Sequence[jax.Device], num_processe
     return mesh_utils.create_hybrid_device_mesh(
         tuple(local_shape), dcn_shape, devices, process_is_granule=True
     )
-
-
-@dataclasses.dataclass(frozen=True)
-class DistributedConfig:
-    """How this process joins a multi-host job. All None = single process (or auto-detect)."""
-
-    coordinator_address: str | None = None
-    num_processes: int | None = None
-    process_id: int | None = None
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> DistributedConfig:
-        """JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID, read once at the entry point."""
-        num = environ.get("JAX_NUM_PROCESSES")
-        pid = environ.get("JAX_PROCESS_ID")
-        return cls(environ.get("JAX_COORDINATOR_ADDRESS"), int(num) if num else None, int(pid) if pid else None)
-
-    def merged_over(self, fallback: DistributedConfig) -> DistributedConfig:
-        """Explicit flags win over the environment."""
-        return DistributedConfig(*(a if a is not None else b for a, b in zip(
-            dataclasses.astuple(self), dataclasses.astuple(fallback), strict=True)))
-
-
-def initialize_distributed(config: DistributedConfig, environ: Mapping[str, str] = os.environ) -> str:
-    """Starts jax.distributed when the job spans processes. Returns how it was decided, for the log.
-
-    Explicit flags / JAX_* variables come first; then SLURM (several tasks) and Cloud TPU pods, which
-    jax.distributed detects itself; otherwise a single process and nothing to do.
-    """
-    if config.coordinator_address is not None:
-        if config.num_processes is None or config.process_id is None:
-            raise MeshError("a coordinator address needs num_processes and process_id too "
-                            "(flags or JAX_NUM_PROCESSES / JAX_PROCESS_ID)")
-        jax.distributed.initialize(config.coordinator_address, config.num_processes, config.process_id)
-        return f"explicit coordinator {config.coordinator_address} (process {config.process_id}/{config.num_processes})"
-    if int(environ.get("SLURM_NTASKS", "1")) > 1:
-        jax.distributed.initialize()
-        return f"SLURM ({environ['SLURM_NTASKS']} tasks)"
-    if environ.get("TPU_WORKER_HOSTNAMES", "").count(",") > 0:
-        jax.distributed.initialize()
-        return "Cloud TPU pod"
-    return "single process"

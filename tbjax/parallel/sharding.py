@@ -64,7 +64,7 @@ class ShardingRules:
             return ()
         table = dict(self.pairs)
         if logical not in table:
-            raise ShardingError(f"logical axis {logical!r} has no sharding rule; add it to tbjax.parallel.sharding rules")
+            raise ShardingError(f"logical axis {logical!r} has no sharding rule; add it to ShardingRules")
         return table[logical]
 
     def param_spec(self, name: str, shape: Sequence[int], logical: Sequence[str | None], mesh: Mesh) -> PartitionSpec:
@@ -120,12 +120,6 @@ def shard_activation(x: jax.Array, logical: Sequence[str | None], mesh: Mesh | N
     if mesh is None or mesh.size == 1:
         return x
     return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, rules.activation_spec(x.shape, logical, mesh)))
-
-
-def put_global(host: np.ndarray, mesh: Mesh, logical: Sequence[str | None], rules: ShardingRules) -> jax.Array:
-    """A host array that every process holds in full -> a global array sharded by its logical axes."""
-    sharding = NamedSharding(mesh, rules.activation_spec(host.shape, logical, mesh))
-    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
 @dataclasses.dataclass(frozen=True)

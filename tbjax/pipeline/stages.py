@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 import yaml
 from rich.console import Console
 
-from envs import Split, Task
+from envs import Task
 from rollout.compare import write_comparison
 from rollout.decisions import decision_rows
 from rollout.evaluate import evaluate
@@ -40,20 +39,20 @@ from rollout.interpret import Interpreter
 from rollout.plots import learning_curves_png, read_steps, warm_start_png
 from rollout.records import atomic_write, read_records
 from rollout.select import run_selection
-from tbjax.assets.model_source import resolve_model_dir
-from tbjax.config import ConfigError, RunSection, TasksSection, TrainConfig
-from tbjax.engine import JaxEngine
-from tbjax.models import ModelConfig, Qwen, from_pretrained
-from tbjax.models.placement import checked_mesh
-from tbjax.pipeline.results import results_markdown, results_table
-from tbjax.trainer.loop import (
-    embedded_engine,
-    run_training,
-    session_opener,
-    task_pool,
-    train_split_tasks,
+from rollout.task_choice import (
+    heldout_split_tasks,
+    split_heldout,
+    spread_over_templates,
     training_tasks,
+    without_heldout,
 )
+from tbjax.assets.model_source import resolve_model_dir
+from tbjax.config import ConfigError, RunSection, TrainConfig
+from tbjax.engine.configured import embedded_engine
+from tbjax.engine.jax_engine import JaxEngine
+from tbjax.models.placement import load_policy
+from tbjax.pipeline.results import results_markdown, results_table
+from tbjax.trainer.loop import run_training, session_opener
 from tbjax.warmstart.warm_start import load_or_record_demos, load_or_record_slips, slip_summary, warm_start
 
 console = Console()
@@ -82,40 +81,10 @@ class StageClock:
         atomic_write(self.path, json.dumps(self.seconds, indent=2))
 
 
-def heldout_split_tasks(section: TasksSection) -> list[Task]:
-    """The heldout split's tasks of `tasks.domains` (None: all), from tasks.file or the known domains."""
-    names, pool = task_pool(section, Split.HELDOUT)
-    return [t for t in pool if names is None or t.domain in names]
-
-
-def sample_tasks(pool: list[Task], count: int, seed: int) -> list[Task]:
-    """`count` tasks of `pool`, drawn with `seed`, spread evenly over templates (round robin over each
-    domain's templates), in id order."""
-    rng = np.random.default_rng(seed)
-    by_template: dict[tuple[str, str], list[Task]] = {}
-    for task in pool:
-        by_template.setdefault((task.domain, task.template), []).append(task)
-    queues = [[ts[i] for i in rng.permutation(len(ts))] for _, ts in sorted(by_template.items())]
-    chosen: list[Task] = []
-    while len(chosen) < min(count, len(pool)):
-        for queue in queues:
-            if queue and len(chosen) < count:
-                chosen.append(queue.pop())
-    return sorted(chosen, key=lambda t: t.id)
-
-
-def split_heldout(config: TrainConfig) -> tuple[list[Task], list[Task]]:
-    """(tasks to train on, held-out tasks to evaluate on). `evaluate.heldout: templates` holds out the
-    heldout split (templates never trained on: new tools, new requests); `instances` holds out
-    `evaluate.tasks` train-split tasks (new customers, ids and values of the trained templates), which then
-    appear in no demonstration, selection or GRPO batch."""
+def heldout_split(config: TrainConfig) -> tuple[list[Task], list[Task]]:
+    """(tasks to train on, held-out tasks to evaluate on), as `evaluate.heldout`, `.tasks` and `.seed` say."""
     e = config.evaluate
-    train = train_split_tasks(config)
-    if e.heldout == "templates":
-        return train, sample_tasks(heldout_split_tasks(config.tasks), e.tasks, e.seed)
-    heldout = sample_tasks(train, e.tasks, e.seed)
-    held = {t.id for t in heldout}
-    return [t for t in train if t.id not in held], heldout
+    return split_heldout(config.tasks.source(), e.heldout, e.tasks, e.seed)
 
 
 def heldout_templates(config: TrainConfig) -> list[Task]:
@@ -123,25 +92,16 @@ def heldout_templates(config: TrainConfig) -> list[Task]:
     e = config.evaluate
     if e.heldout != "instances" or not e.templates_tasks:
         return []
-    return sample_tasks(heldout_split_tasks(config.tasks), e.templates_tasks, e.seed)
+    return spread_over_templates(heldout_split_tasks(config.tasks.source()), e.templates_tasks, e.seed)
 
 
-def without_heldout(tasks: list[Task], heldout: list[Task]) -> list[Task]:
-    """`tasks` less the held-out ones: whatever selects the training tasks (a selection, `tasks.selected`, or
-    every train-split task when `select.candidates` is 0), no held-out task is trained on."""
-    held = {t.id for t in heldout}
-    kept = [t for t in tasks if t.id not in held]
+def grpo_tasks(config: TrainConfig, heldout: list[Task]) -> list[Task]:
+    """What GRPO draws from (`tasks.selected` as the selection stage left it), less the held-out tasks."""
+    tasks = training_tasks(config.tasks.source())
+    kept = without_heldout(tasks, heldout)
     if len(kept) < len(tasks):
         console.print(f"[yellow]{len(tasks) - len(kept)} held-out tasks left out of GRPO's pool[/yellow]")
-    if not kept:
-        raise ConfigError("every training task is held out for evaluation: lower evaluate.tasks or add tasks")
     return kept
-
-
-def load_policy(path: Path, config: TrainConfig) -> Qwen:
-    runtime = config.model.runtime()
-    mesh = checked_mesh(config.mesh.shape, config.mesh.layout, ModelConfig.from_pretrained(path, runtime))
-    return from_pretrained(path, mesh=mesh, runtime=runtime)
 
 
 class Campaigns:
@@ -220,7 +180,7 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
     with stage("assets"):
         model_dir = resolve_model_dir(config.model.path, root)
         interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
-    train_pool, heldout = split_heldout(config)
+    train_pool, heldout = heldout_split(config)
     slipped = None
     with stage("warm start"):
         base_dir = model_dir
@@ -238,7 +198,7 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
         selected = config.tasks.selected
         if config.select.candidates:
             s = config.select
-            candidates = sample_tasks(train_pool, s.candidates, s.seed)
+            candidates = spread_over_templates(train_pool, s.candidates, s.seed)
             base.run(candidates, s.trials, s.seed, root / "select")
             manifest = run_selection(root / "select" / "trials.jsonl", root / "select", SelectionConfig(
                 keep=tuple(s.keep), min_clean_runs=s.min_clean_runs))
@@ -265,7 +225,7 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
             trained_dir = Path(json.loads(summary.read_text())["export"])
         else:
             trained_dir = run_training(grpo_config, load_policy(base_dir, config), base_dir,
-                                       without_heldout(training_tasks(grpo_config), heldout))
+                                       grpo_tasks(grpo_config, heldout))
     with stage("evaluate trained"):
         if heldout:
             trained = Campaigns(trained_dir, "trained", config, interpreter)

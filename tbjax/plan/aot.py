@@ -1,7 +1,7 @@
 """Ahead-of-time compilation of the trainer's GRPO update and the engine's decode step for a mesh, from
 abstract inputs only: parameters and optimizer state come from nnx.eval_shape / jax.eval_shape and reach the
 compiler as ShapeDtypeStructs with shardings, so planning a 27B run allocates nothing. The update is the one
-the run jits (tbjax.trainer.loop.make_trainer), the decode step the engine's own (tbjax.engine.device_step.step).
+the run jits (tbjax.trainer.update.make_trainer), the decode step the engine's own (tbjax.engine.device_step.step).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from tbjax.engine.device_step import step as engine_step
 from tbjax.engine.sampling import RowSampling
 from tbjax.models import ModelConfig, Qwen
 from tbjax.models.decoding import KVCache
+from tbjax.parallel.mesh import MeshSpec
 from tbjax.parallel.sharding import ShardingRules, param_shardings
-from tbjax.plan.memory import UpdateShape, shard_bytes
-from tbjax.trainer.loop import make_trainer
-from tbjax.trainer.update import GRPOTrainer
+from tbjax.plan.memory import MemoryPlan, UpdateShape, estimate_update, shard_bytes
+from tbjax.trainer.update import GRPOTrainer, make_trainer
 
 
 class OutOfMemory(RuntimeError):
@@ -101,6 +101,15 @@ def abstract_trainer(config: TrainConfig, cfg: ModelConfig, mesh: Mesh | Abstrac
     return make_trainer(config, model)
 
 
+def planned_update(config: TrainConfig, cfg: ModelConfig, spec: MeshSpec, mesh: Mesh | AbstractMesh,
+                   rules: ShardingRules) -> tuple[GRPOTrainer, UpdateShape, MemoryPlan]:
+    """The run's update on the mesh: its trainer over abstract parameters, the shape of its largest step, and
+    the analytic memory estimate of that step (what --dry-run prints and tbjax.compile checks)."""
+    trainer = abstract_trainer(config, cfg, mesh, rules)
+    shape = update_shape(config, trainer)
+    return trainer, shape, estimate_update(cfg, spec, rules, trainer.state_shapes(), shape, trainer.offload_optimizer)
+
+
 def compile_update(trainer: GRPOTrainer, shape: UpdateShape, fast: bool = True) -> CompiledUpdate:
     """Both programs of the run's update for the mesh's devices; OutOfMemory when either does not fit."""
     programs = trainer.lower((shape.call_micro_batches, shape.micro_batch_rows * shape.batch_shards, shape.row_len))
@@ -152,8 +161,8 @@ def compile_lowered(lowered: jax.stages.Lowered, fast: bool = True) -> CompiledS
     """Compiles for the lowered program's devices; OutOfMemory when the compiler finds it does not fit.
 
     `fast` sets XLA's execution-time optimisation effort to its minimum: scheduling for speed is what takes a
-    TPU compile minutes, and it barely moves memory (27B reference on v5p: 94.8 GB in 23 s against 95.0 GB in
-    182 s at full effort); memory-fitting effort stays at its default.
+    TPU compile minutes, and it barely moves memory (`--full-optimization` compiles at full effort to compare);
+    memory-fitting effort stays at its default.
     """
     start = time.perf_counter()
     try:

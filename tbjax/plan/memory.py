@@ -41,7 +41,8 @@ from tbjax.trainer.packing import FIELDS
 from tbjax.trainer.update import TrainState
 
 # Counts of whole tensors alive at the peak of one layer's backward (see the module docstring), read from the
-# TPU compiles of the 27B reference layouts (within 5% of them); no GPU compile has checked them (no GPU here).
+# TPU compiles of the 27B reference layouts (tests/tbjax/plan/test_compile_tpu.py checks them); no GPU compile
+# has checked them.
 GATHERED_SEQUENCE_COPIES = 6  # [rows x seq, hidden] in the compute dtype
 MLP_INTERMEDIATE_COPIES = 5  # [rows x seq, mlp / tensor] in the compute dtype
 LAYER_WEIGHT_COPIES = 2  # one layer's weights, gathered, in the compute dtype

@@ -28,13 +28,12 @@ from tbjax.plan.aot import (
     CompiledStep,
     CompiledUpdate,
     OutOfMemory,
-    abstract_trainer,
     compile_lowered,
     compile_update,
     lower_decode,
-    update_shape,
+    planned_update,
 )
-from tbjax.plan.memory import MemoryPlan, UpdateShape, estimate_update
+from tbjax.plan.memory import MemoryPlan, UpdateShape
 from tbjax.plan.targets import Target, TargetError, tpu_devices
 
 console = Console(highlight=False, soft_wrap=True)
@@ -61,9 +60,7 @@ def plan_and_report(args: argparse.Namespace, target: Target) -> int:
     console.print(f"model: {cfg.model_type}, {count(cfg.num_params())} parameters, {cfg.num_layers} layers, "
                   f"hidden {cfg.hidden_size}; {cfg.runtime.param_dtype} parameters, remat {cfg.runtime.remat}, "
                   f"attention {cfg.runtime.attention_impl}; mesh {spec.describe()}")
-    trainer = abstract_trainer(config, cfg, mesh, rules)
-    shape = update_shape(config, trainer)
-    estimate = estimate_update(cfg, spec, rules, trainer.state_shapes(), shape, trainer.offload_optimizer)
+    trainer, shape, estimate = planned_update(config, cfg, spec, mesh, rules)
     compiled, refusal = None, None
     if target.compiles:
         with console.status("compiling the GRPO update ahead of time"):
@@ -85,6 +82,23 @@ def plan_and_report(args: argparse.Namespace, target: Target) -> int:
         console.print(f"[red]does not fit[/red]: {explain(estimate, cfg, shape, verdict)}")
         return 1
     return 0
+
+
+def print_plan(config: TrainConfig, model_config: ModelConfig, out: Console = console) -> None:
+    """What `python -m tbjax.train --dry-run` prints: the resolved config and the update's memory per device by
+    tbjax.plan.memory's estimate of the largest step (`python -m tbjax.compile` compiles it for a machine)."""
+    spec = parse_mesh_spec(config.mesh.shape, config.mesh.layout)
+    rules = ShardingRules()
+    check_mesh_divides(model_config, spec, rules)
+    _, _, plan = planned_update(config, model_config, spec, spec.abstract(), rules)
+    out.print(config.to_yaml())
+    out.print(f"model: {model_config.model_type}, {count(model_config.num_params())} parameters")
+    optimizer = "in host memory" if plan.optimizer_on_host else decimal(plan.optimizer)
+    out.print(f"mesh {spec.describe()}, per device (estimate): backward pass: parameters {decimal(plan.params)} "
+              f"+ optimizer state {optimizer} + gradients {decimal(plan.gradients)} + activations "
+              f"{decimal(plan.activations + plan.batch)} = {decimal(plan.backward_peak)}; AdamW apply: "
+              f"parameters + optimizer state {decimal(plan.optimizer)} + gradient accumulator = "
+              f"{decimal(plan.apply_peak)}; peak {decimal(plan.total)}", soft_wrap=True)
 
 
 def prepare(args: argparse.Namespace, target: Target) -> tuple[TrainConfig, ModelConfig, MeshSpec, Mesh | AbstractMesh]:

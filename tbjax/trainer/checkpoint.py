@@ -29,9 +29,9 @@ from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
-from jax.experimental import multihost_utils
 
 from rollout.records import atomic_write
+from tbjax.parallel.distributed import barrier, is_driver
 from tbjax.trainer.update import TrainState
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class Checkpointer:
         error is kept for the main thread (raised by its next save, wait or close)."""
         try:
             self.manager.wait_until_finished()
-            if jax.process_index() == 0:
+            if is_driver():
                 write_checksums(self.directory / str(step))
         except Exception as error:  # handed to the main thread, which raises it
             self._sealing_error = error
@@ -178,7 +178,7 @@ class Checkpointer:
         """Process 0 moves the broken checkpoints to `<directory>.broken/` (Orbax would refuse to save their
         steps again, and removing them would destroy the evidence), one line each; then every process
         re-reads the step list once process 0 is done."""
-        if jax.process_index() == 0:
+        if is_driver():
             aside = self.directory.with_name(self.directory.name + ".broken")
             for path, why in broken:
                 moved = _unused(aside / path.name)
@@ -188,7 +188,7 @@ class Checkpointer:
                 log.warning("checkpoint %s is broken (%s): moved to %s; resuming from %s", path, why, moved,
                             fallback)
         if jax.process_count() > 1:
-            multihost_utils.sync_global_devices("tbjax.trainer.checkpoint: broken checkpoints set aside")
+            barrier("tbjax.trainer.checkpoint: broken checkpoints set aside")
         self.manager.reload()
 
     def wait(self) -> None:

@@ -31,15 +31,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-import os
 import time
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-import jax
-from jax.experimental import multihost_utils
-
 from rollout.engines.sglang import CUDA_GRAPH, KV_CACHE, WEIGHTS
+from tbjax.parallel import distributed
 from tbjax.parallel.offload import HostOffload
 from tbjax.trainer.update import TrainState
 
@@ -88,18 +85,12 @@ class Transition:
     seconds: float  # time spent in `source`
 
 
-def sync_processes(name: str) -> None:
-    """A barrier across the processes of a multi-host run (nothing to wait for with one)."""
-    if jax.process_count() > 1:
-        multihost_utils.sync_global_devices(name)
-
-
 class Handover:
     """The phase of the step and the moves between phases. `engine` is None where no engine client lives
     (processes other than the driver); `offload` is None in disaggregated mode."""
 
     def __init__(self, engine: MemoryEngine | None = None, offload: HostOffload | None = None,
-                 barrier: Callable[[str], None] = sync_processes) -> None:
+                 barrier: Callable[[str], None] = distributed.barrier) -> None:
         self.engine, self.offload, self.barrier = engine, offload, barrier
         self.phase = Phase.STARTING
         self.transitions: list[Transition] = []
@@ -160,17 +151,3 @@ class Handover:
         log.log(logging.INFO if self.colocated else logging.DEBUG, "hand-over: %s -> %s (%.2f s in %s)",
                 self.phase.name, target.name, now - self._entered, self.phase.name)
         self.phase, self._entered = target, now
-
-
-def configure_xla_memory(placement: str, environ: MutableMapping[str, str] = os.environ) -> None:
-    """Colocated mode: JAX must neither preallocate device memory nor keep what it frees in its own pool, or
-    the servers could never take it back; only the "platform" allocator returns freed memory to the driver
-    (slower allocations, JAX's GPU memory docs). Call before JAX initialises its backend (the env vars are
-    read then). An allocator chosen explicitly is respected, with a warning."""
-    if placement != "colocated":
-        return
-    environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    allocator = environ.setdefault("XLA_PYTHON_CLIENT_ALLOCATOR", "platform")
-    if allocator != "platform":
-        log.warning("XLA_PYTHON_CLIENT_ALLOCATOR=%s keeps freed device memory in JAX's pool: the SGLang servers "
-                    "may not get it back (colocated mode wants 'platform')", allocator)

@@ -1,13 +1,13 @@
 """Token log-probs and entropies from hidden states, one vocabulary chunk at a time.
 
-A [tokens, vocab] float32 logits matrix is the largest tensor of a GRPO step (8k tokens x 151k vocab =
-4.9 GB); here only [tokens, chunk] exists at once: a scan over vocabulary chunks keeps a running max,
+A [tokens, vocab] float32 logits matrix is the largest tensor of a GRPO step at a real vocabulary; here
+only [tokens, chunk] exists at once: a scan over vocabulary chunks keeps a running max,
 log-sum-exp and entropy accumulator, and picks each target's logit from the chunk that holds it. When
 all the logits would be large (over `KEEP_LOGITS_BYTES`) the chunk body is rematerialised, so the backward
 pass does not keep every chunk's logits either. Below that, or with one chunk (chunk >= vocab), they are
 kept: the head's backward runs first, while every activation of the trunk is still alive, so recomputing
-would cost a fourth vocabulary matmul and save next to no peak memory (a sixth of a 48M Qwen3's GRPO update
-on CPU, scripts/bench/grpo_step.py).
+would cost a fourth vocabulary matmul and save next to no peak memory (scripts/bench/grpo_step.py measures
+the difference).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-# Logits up to this size are kept for the backward pass, not recomputed (see above): a 27B step's
-# [8k tokens, 151k vocab] logits (4.9 GB) stay far above it, a laptop step's tens of MB below.
+# Logits up to this size are kept for the backward pass, not recomputed (see above): a large model's step at a
+# real vocabulary stays far above it, a laptop step far below.
 KEEP_LOGITS_BYTES = 256 << 20
 
 

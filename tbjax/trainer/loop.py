@@ -1,8 +1,9 @@
-"""The synchronous GRPO loop: draw tasks -> run groups of episodes on the engine -> advantages -> one update
-on the mesh -> checkpoint -> publish the new weights to the engine -> log. Resumes from the run directory.
+"""The synchronous GRPO loop: draw tasks -> run groups of episodes on the engine -> pack the scored groups
+(trainer.packing, with the objective's advantages) -> one update on the mesh -> checkpoint -> publish the new
+weights to the engine -> log. Resumes from the run directory.
 
 Only process 0 drives rollouts and writes the logs; the other processes receive each step's packed batch
-from it (tbjax.trainer.multihost) and train, checkpoint and publish in lockstep. The embedded JaxEngine receives new
+from it (trainer.multihost) and train, checkpoint and publish in lockstep. The embedded JaxEngine receives new
 parameters in memory (with one process it shares the trainer's devices; with several it serves a
 single-device copy on process 0), while SGLang servers load each published HF directory from disk.
 """
@@ -24,107 +25,30 @@ import grain
 import yaml
 from flax import nnx
 
-from envs import DomainError, InvalidTaskError, Split, Task, load_tasks, open_session
+from envs import Task, open_session
 from envs.chat_endpoint import ChatClient
-from envs.loading import seal_tasks, task_records
-from envs.registry import domain_name
-from envs.thinkingbox import is_benchmark_task
 from envs.users.llm import LlmUser
 from envs.users.scripted import ScriptedUser
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import SessionOpener, derive_seed, run_episode
 from rollout.groups import GroupScheduler
 from rollout.interpret import Interpreter
-from tbjax.config import ConfigError, MissingInputError, RolloutSection, TasksSection, TrainConfig
-from tbjax.engine import JaxEngine
+from rollout.task_choice import training_tasks
+from tbjax.config import TasksSection, TrainConfig
+from tbjax.engine.configured import embedded_engine
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_weights
+from tbjax.parallel.distributed import is_driver
 from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.handover import Handover
+from tbjax.trainer.lockstep import engine_model, share_batch
 from tbjax.trainer.metrics_log import MetricsLog
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
-from tbjax.trainer.multihost import engine_model, is_driver, share_batch
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
-from tbjax.trainer.update import GRPOTrainer, TrainState
+from tbjax.trainer.update import GRPOTrainer, TrainState, make_trainer
 
 log = logging.getLogger(__name__)
-
-
-def task_pool(section: TasksSection, split: Split) -> tuple[list[str] | None, list[Task]]:
-    """(tasks.domains as domain names, None for all; every `split` task to choose from): tasks.file's, else
-    those of every known domain. A "module:attr" entry of tasks.domains is loaded first, so that its domain's
-    tasks load and their sessions open; a benchmark task is refused."""
-    try:
-        names = None if section.domains is None else [domain_name(entry) for entry in section.domains]
-    except DomainError as error:
-        raise ConfigError(f"tasks.domains: {error}") from error
-    if section.file:
-        return names, _file_tasks(Path(section.file), split)
-    return names, _refuse_benchmark(load_tasks(split=split), "the known domains")
-
-
-def _file_tasks(path: Path, split: Split) -> list[Task]:
-    """tasks.file's `split` tasks, sealed against their domains; a benchmark task of either split is refused."""
-    if not path.is_file():
-        raise MissingInputError(f"tasks.file: {path} does not exist; write your tasks there (envs.write_jsonl, one "
-                                "Task per line), or drop tasks.file to train on the domains' own tasks")
-    try:
-        records = _refuse_benchmark(task_records(path), f"tasks.file {path}")
-        return seal_tasks(task for task in records if task.split == split)
-    except (DomainError, InvalidTaskError) as error:
-        raise ConfigError(f"tasks.file {path}: {error}") from error
-
-
-def _refuse_benchmark(tasks: list[Task], source: str) -> list[Task]:
-    """`tasks`, none of which may be a benchmark task: those are evaluation-only."""
-    banned = [t.id for t in tasks if is_benchmark_task(t.id)]
-    if banned:
-        raise ConfigError(f"benchmark task {banned[0]} (in {source}) is evaluation-only and must never be trained "
-                          "on; remove it")
-    return tasks
-
-
-def train_split_tasks(config: TrainConfig) -> list[Task]:
-    """The train split's tasks of `tasks.domains` and `tasks.templates` (None: all), from tasks.file or the
-    known domains; a domain or template name that selects no train-split task is an error."""
-    t = config.tasks
-    names, every = task_pool(t, Split.TRAIN)
-    unknown_domains = sorted(set(names or ()) - {task.domain for task in every})
-    if unknown_domains:
-        source = f"tasks.file {t.file}" if t.file else "the known domains"
-        raise ConfigError(f"tasks.domains names {unknown_domains}, which have no train-split tasks in {source}; "
-                          f"choose from {sorted({task.domain for task in every})}, or set tasks.domains=null")
-    tasks = [task for task in every if names is None or task.domain in names]
-    if t.templates is not None:
-        known = {task.template for task in tasks}
-        unknown = sorted(set(t.templates) - known)
-        if unknown:
-            raise ConfigError(f"tasks.templates names {unknown}, not train-split templates of the domains "
-                              f"{t.domains or 'all'}; choose from {sorted(known)}, or set tasks.templates=null")
-        tasks = [task for task in tasks if task.template in t.templates]
-    return tasks
-
-
-def training_tasks(config: TrainConfig) -> list[Task]:
-    """The tasks GRPO draws from: train_split_tasks, narrowed to tasks.selected's ids when given."""
-    tasks = train_split_tasks(config)
-    if config.tasks.selected:
-        if not Path(config.tasks.selected).is_file():
-            raise MissingInputError(f"tasks.selected: {config.tasks.selected} does not exist; write it with "
-                              "`python -m rollout.select`, or drop tasks.selected to train on every task")
-        wanted = yaml.safe_load(Path(config.tasks.selected).read_text())
-        wanted = wanted.get("tasks", wanted) if isinstance(wanted, dict) else wanted
-        by_id = {t.id: t for t in tasks}
-        missing = [i for i in wanted if i not in by_id]
-        if missing:
-            raise ConfigError(f"{config.tasks.selected} names {len(missing)} tasks that are not train-split tasks "
-                              f"of the configured domains and templates (e.g. {missing[0]}); re-run "
-                              "rollout.select")
-        tasks = [by_id[i] for i in wanted]
-    if not tasks:
-        raise ConfigError("no training tasks: check tasks.file, tasks.domains, tasks.templates and tasks.selected")
-    return tasks
 
 
 def task_order(tasks: list[Task], section: TasksSection) -> grain.IterDataset:
@@ -215,7 +139,7 @@ async def _verify_refit(run: Run) -> dict[str, float]:
     return {"refit_probe_max_diff": await run.refit.verify(run.engine)}
 
 
-async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any] | None:
+async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any] | None:
     """One step; the driver (which holds the scheduler) returns its metrics, the other processes None."""
     config, step = run.config, run.step
     start = time.perf_counter()
@@ -274,20 +198,10 @@ async def train_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, An
     }
 
 
-def make_trainer(config: TrainConfig, model: Qwen) -> GRPOTrainer:
-    """The update as a run configures it; tbjax.compile compiles this very one ahead of time."""
-    return GRPOTrainer(model, config.grpo, config.optim, temperature=config.episode.temperature,
-                       logprob_chunk=config.train.logprob_chunk,
-                       offload_optimizer=config.train.offload_optimizer or config.rollout.placement == "colocated",
-                       micro_batches_per_call=config.train.micro_batches_per_call,
-                       ppo_epochs=config.train.ppo_epochs, mini_batches=config.train.mini_batches,
-                       reference_placement=config.train.reference_placement)
-
-
 def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Run:
     """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula)."""
     trainer = make_trainer(config, model)
-    tasks = tasks if tasks is not None else training_tasks(config)
+    tasks = tasks if tasks is not None else training_tasks(config.tasks.source())
     dataset = task_order(tasks, config.tasks)
     checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
                                 keep=config.train.keep_checkpoints)
@@ -332,13 +246,6 @@ def _refit_check(config: TrainConfig, trainer: GRPOTrainer, model: Qwen) -> Refi
     return RefitCheck(trainer, model.config.vocab_size, tolerance)
 
 
-def embedded_engine(model: Qwen, rollout: RolloutSection, weight_version: str) -> JaxEngine:
-    """The in-process engine as `rollout` configures it (GRPO's rollouts, selection and evaluation)."""
-    return JaxEngine(model, slots=rollout.slots, max_len=rollout.max_len, weight_version=weight_version,
-                     prefill_chunk=rollout.prefill_chunk, deterministic=rollout.deterministic,
-                     decode_steps=rollout.decode_steps)
-
-
 def _engine(config: TrainConfig, trainer: GRPOTrainer, state: TrainState, step: int) -> Any:
     """The driver's rollout engine; None on the other processes (which still join the collective gather)."""
     if config.rollout.engine == "embedded":
@@ -347,7 +254,7 @@ def _engine(config: TrainConfig, trainer: GRPOTrainer, state: TrainState, step: 
     return SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step)) if is_driver() else None
 
 
-async def train(run: Run, opener: SessionOpener | None = None) -> Path:
+async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
     """Runs the remaining steps; returns the final HF export. `opener` opens each episode's environment
     session (default: built-in domains with the configured user simulator)."""
     config = run.config
@@ -367,7 +274,7 @@ async def train(run: Run, opener: SessionOpener | None = None) -> Path:
         await _verify_refit(run)
     run.handover.start(run)
     while run.step < config.train.steps:
-        metrics = await train_step(run, scheduler)
+        metrics = await run_step(run, scheduler)
         if run.metrics is not None:
             run.metrics.write(metrics)
     run.checkpointer.wait()
@@ -384,6 +291,6 @@ async def train(run: Run, opener: SessionOpener | None = None) -> Path:
 
 
 def run_training(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Path:
-    return asyncio.run(train(build_run(config, model, model_dir, tasks)))
+    return asyncio.run(run_steps(build_run(config, model, model_dir, tasks)))
 
 

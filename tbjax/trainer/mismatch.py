@@ -25,18 +25,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from tbjax.trainer.packing import OLD_LOGPROBS, PackedBatch
+from tbjax.config import MismatchAction, MismatchMetric
+from tbjax.trainer.objective import OLD_LOGPROBS
+from tbjax.trainer.packing import PackedBatch
 from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
 from tbjax.trainer.update import GRPOTrainer, Params
 
 log = logging.getLogger(__name__)
-MismatchMetric = Literal["logprob_gap", "logprob_gap_max", "mismatch_kl"]
-MismatchAction = Literal["warn", "fail"]
 MEASURED_FIELDS = (*SCORED_FIELDS, "mask", "behaviour_logprobs")
 
 

@@ -1,4 +1,5 @@
-"""GRPO math, as pure functions (no model, no I/O).
+"""The GRPO objective in one place, as pure functions (no model, no I/O): advantages, token weights, the
+loss terms of a micro-batch and the step's metrics.
 
 Advantages: per group, (r - mean) / (std + eps) with the population std (ddof=0, eps=1e-6), or only
 r - mean (Dr. GRPO, `normalize_std=False`). Every trained token of an episode carries its episode's advantage.
@@ -20,41 +21,19 @@ denominator gives exactly the full-batch gradient, however the batch was split.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Literal
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
-KLEstimator = Literal["k1", "k3"]
+from tbjax.config import KLEstimator, LossConfig
 
-
-@dataclasses.dataclass(frozen=True)
-class LossConfig:
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    dual_clip: float | None = None  # e.g. 3.0: bounds the loss of negative-advantage tokens at dual_clip * |A|
-    aggregation: Aggregation = "token_mean"
-    normalize_std: bool = True  # False: Dr. GRPO advantages (no std division)
-    advantage_eps: float = 1e-6
-    tis_cap: float | None = 2.0  # truncated importance sampling against rollout log-probs; None: off
-    kl_coef: float = 0.0  # KL to a frozen reference (the policy at the start of training); 0: off (the seed run)
-    kl_estimator: KLEstimator | None = None  # with kl_coef > 0; None: k3
-    norm_length: int = 8192  # seq-mean-token-sum-norm's constant
-
-    def __post_init__(self) -> None:
-        if self.kl_coef < 0:
-            raise ValueError(f"grpo.kl_coef={self.kl_coef} is negative: a KL penalty's weight is >= 0 (0: no KL)")
-        if self.kl_estimator is not None and not self.kl_coef:
-            raise ValueError(f"grpo.kl_estimator={self.kl_estimator} has no effect with grpo.kl_coef=0: set "
-                             "grpo.kl_coef > 0 to penalise KL to the reference, or leave kl_estimator unset")
-
-    @property
-    def uses_reference(self) -> bool:
-        """Whether the loss needs reference log-probs (the KL term acts)."""
-        return self.kl_coef > 0
+# Per-token float32 log-probs the trainer adds to a packed batch before an update's first optimizer step
+# (tbjax.trainer.update), laid out like its other fields: the pre-update policy's ("old", the ratio's
+# denominator) and the KL reference's.
+OLD_LOGPROBS = "old_logprobs"
+REF_LOGPROBS = "ref_logprobs"
 
 
 def group_advantages(rewards: np.ndarray, normalize_std: bool = True, eps: float = 1e-6) -> np.ndarray:
@@ -64,6 +43,14 @@ def group_advantages(rewards: np.ndarray, normalize_std: bool = True, eps: float
     if normalize_std:
         centered = centered / (rewards.std(axis=1, ddof=0, keepdims=True) + eps)
     return centered.astype(np.float32)
+
+
+def episode_advantages(groups: Sequence[Sequence[float]], config: LossConfig) -> np.ndarray:
+    """Every episode's advantage, group after group, from each group's rewards (groups may differ in size)."""
+    if not groups:
+        return np.zeros(0, np.float32)
+    return np.concatenate([group_advantages(np.asarray([rewards]), config.normalize_std, config.advantage_eps)[0]
+                           for rewards in groups])
 
 
 def token_weights(lengths: np.ndarray, config: LossConfig) -> tuple[np.ndarray, float]:
@@ -124,6 +111,24 @@ def policy_loss_terms(
         "ratio": jnp.sum(ratio * mask),
         "tokens": jnp.sum(mask),
     }
+
+
+def loss_terms(logprobs: jax.Array, entropy: jax.Array, micro: dict[str, jax.Array],
+               config: LossConfig) -> dict[str, jax.Array]:
+    """The loss numerator and the metric sums of one micro-batch from its trained log-probs and entropies. The
+    ratio's old log-probs are the micro-batch's OLD_LOGPROBS where the update computed them, else the current
+    ones under stop-gradient (ratio 1); REF_LOGPROBS, where present, feed the KL term."""
+    behaviour = micro["behaviour_logprobs"]
+    current = jax.lax.stop_gradient(logprobs)
+    old = micro.get(OLD_LOGPROBS, current)
+    terms = policy_loss_terms(logprobs, old, behaviour, micro["advantages"], micro["mask"], micro["weights"], config,
+                              micro.get(REF_LOGPROBS))
+    mask = micro["mask"].astype(jnp.float32)
+    gap = jnp.where(jnp.isnan(behaviour), 0.0, jnp.abs(old - behaviour))
+    terms["nll"] = -jnp.sum(current * mask)
+    terms["entropy"] = jnp.sum(entropy * mask)
+    terms["logprob_gap"] = jnp.sum(gap * mask)
+    return terms
 
 
 def kl_estimate(logprobs: jax.Array, ref_logprobs: jax.Array, estimator: KLEstimator) -> jax.Array:

@@ -16,17 +16,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from rollout.trajectory import Trajectory
-from tbjax.trainer.objective import LossConfig, group_advantages, token_weights
+from tbjax.config import LossConfig
+from tbjax.trainer.objective import episode_advantages, token_weights
 
 FIELDS = ("tokens", "positions", "segments", "targets", "mask", "behaviour_logprobs", "advantages", "weights")
 FIELD_DTYPES = {name: np.dtype(np.float32 if name in ("behaviour_logprobs", "advantages", "weights") else np.int32)
                 for name in FIELDS}
 # [micro_batches, shards, head_tokens] int32: the trained positions of each shard's rows (see trained_positions)
 HEAD_INDEX = "head_index"
-# Per-token float32 log-probs the trainer adds before an update's first optimizer step (tbjax.trainer.update), laid
-# out like FIELDS: the pre-update policy's ("old", the ratio's denominator) and the KL reference's.
-OLD_LOGPROBS = "old_logprobs"
-REF_LOGPROBS = "ref_logprobs"
 
 
 @dataclasses.dataclass
@@ -185,9 +182,7 @@ def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: LossConfig
     """Scored groups -> the packed batch with advantages and weights; None when every advantage is zero
     (all rewards equal in every group): then there is nothing to learn and the optimizer must not step."""
     trajectories = [t for group in groups for t in group]
-    advantages = np.concatenate([
-        group_advantages(np.asarray([[t.reward for t in group]]), config.normalize_std, config.advantage_eps)[0]
-        for group in groups]) if groups else np.zeros(0)
+    advantages = episode_advantages([[t.reward for t in group] for group in groups], config)
     if not np.any(advantages):
         return None
     lengths = np.asarray([sum(t.loss_mask[1:]) for t in trajectories])

@@ -1,5 +1,5 @@
 """Did the published weights arrive? After each publish every engine replica scores a fixed probe sequence
-(teacher-forced log-probs, `rollout.engine.Scorer`), and each must report the version just published and
+(teacher-forced log-probs, `rollout.engines.protocol.Scorer`), and each must report the version just published and
 match the trainer's own log-probs for the same sequence under the published parameters within a tolerance;
 otherwise the step fails with a RefitError naming the version, the replica and the largest difference.
 
@@ -21,7 +21,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from rollout.engine import Scorer, TokenScores
+from rollout.engines.protocol import Scorer, TokenScores
 from tbjax.trainer.packing import HEAD_INDEX, trained_positions
 from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
 from tbjax.trainer.update import GRPOTrainer, Params

@@ -1,6 +1,6 @@
-"""A training run's Orbax checkpoint as a model, for `python -m tbjax.export`: a run directory (its newest
-intact checkpoint, as a resume would take it), its checkpoints/ directory (the same) or one step directory
-(checkpoints/<step>: that step).
+"""What `python -m tbjax.export` reads: an HF directory, or a training run's Orbax checkpoint as a model (a
+run directory: its newest intact checkpoint, as a resume would take it; its checkpoints/ directory: the same;
+or one step directory, checkpoints/<step>: that step).
 
 Why from the checkpoint's own metadata: the saved train state holds the optimizer state too, whose tree
 depends on the run's optimizer settings, which the run directory does not record. The restore target is
@@ -17,7 +17,7 @@ import jax
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from tbjax.models import ModelConfig, Qwen
+from tbjax.models import ModelConfig, Qwen, from_pretrained
 from tbjax.models.hf.importer import abstract_model
 from tbjax.trainer.checkpoint import BrokenCheckpointError, Checkpointer, Restored
 
@@ -104,3 +104,20 @@ def checkpoint_model(params: dict[str, Any], model_dir: Path) -> Qwen:
     model = nnx.merge(graphdef, state)
     model.source_dir = str(model_dir)  # the source's tensors tbjax does not model are exported unchanged
     return model
+
+
+def exportable_policy(src: Path, model_dir: Path | None) -> tuple[Qwen, Path]:
+    """(the model `src` holds, the directory whose tokenizer goes with it), `src` an HF directory or a
+    training checkpoint (with `model_dir`, the HF directory the run started from)."""
+    if (src / "config.json").is_file():
+        return from_pretrained(src), src
+    if locate(src) is None:
+        raise CheckpointSourceError(f"SRC {src} is neither an HF model directory (config.json) nor a training "
+                                    "run's checkpoint: a run directory (with checkpoints/<step>/), its checkpoints/ "
+                                    "directory or one step directory (checkpoints/<step>/)")
+    if model_dir is None:
+        raise CheckpointSourceError(f"SRC {src} is a training checkpoint, which holds parameters only: pass --model "
+                                    "DIR, the HF directory the run started from (its architecture and tokenizer)")
+    restored = restore_checkpoint(src)
+    print(f"exporting step {restored.step} ({restored.path})")
+    return checkpoint_model(restored.state["params"], model_dir), model_dir

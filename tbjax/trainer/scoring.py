@@ -1,6 +1,6 @@
 """The trainer's log-probs of given tokens under given parameters, without gradients: the trainer's side of
-the engine-vs-trainer comparisons (tbjax.trainer.mismatch over a step's batch, tbjax.trainer.refit_check over a fixed probe
-sequence). The update's own forward pass and vocabulary head (tbjax.trainer.update), on its shardings, so what
+the engine-vs-trainer comparisons (trainer.mismatch over a step's batch, trainer.refit_check over a fixed
+probe sequence). The update's own forward pass and vocabulary head (tbjax.trainer.update), on its shardings, so what
 is compared is what the update computes.
 """
 

@@ -4,23 +4,21 @@
 numerators into an accumulator sharded like the parameters; `apply` divides once by the batch's denominator
 (so any split gives the full-batch gradient), clips by global norm and applies AdamW. Two programs rather
 than one, because memory decides what the largest models can do:
-- the accumulator comes in as a donated argument (zeros from a program of its own): XLA kept two copies of
-  a scan carry that started as zeros inside the program, 13.6 GB more per H100 for the 27B reference, and
-  one copy of a donated one (TPU v5p compiles of that layout: 37 GB of temporaries either way, the
-  accumulator outside them);
+- the accumulator comes in as a donated argument (zeros from a program of its own): XLA keeps two copies of
+  a scan carry that starts as zeros inside the program, and one copy of a donated one;
 - AdamW's moments (twice the float32 parameters) are not needed until `apply`: with `offload_optimizer`
-  they wait in pinned host memory while gradients accumulate, which the reference run needs to fit 80 GB.
+  they wait in pinned host memory while gradients accumulate, which the reference run needs to fit an H100.
 `micro_batches_per_call` says how many micro-batches one `accumulate` call scans (0: all of the step's). One
-call per step is fastest where dispatch and fresh buffers cost (CPU: 10% faster than one call per
-micro-batch, measured on scripts/bench/grpo_step.py); one micro-batch per call compiles once whatever a
-step's count, and keeps XLA from hoisting loop-invariant work on the parameters out of the micro-batch loop
-(27B on a TPU v5p-64 slice, fsdp 4: 67.6 GB per chip at one per call, 86.6 GB with the step's 18 scanned).
+call per step is fastest where dispatch and fresh buffers cost (CPU; scripts/bench/grpo_step.py measures
+it); one micro-batch per call compiles once whatever a step's count, and keeps XLA from hoisting
+loop-invariant work on the parameters out of the micro-batch loop, which costs large sharded models memory
+(`python -m tbjax.compile` shows how much for a target).
 Optimizer state is float32 whatever the parameter dtype: gradients and updates are computed in float32 and
 the result is cast back to the parameter dtype.
 
 One rollout batch gives `ppo_epochs` x `mini_batches` optimizer steps: its episodes are dealt into
-`mini_batches` batches of their own (tbjax.trainer.packing.split_episodes; each with its own loss denominator), and
-each epoch steps once on each. What the ratio, the truncated importance sampling (TIS) weight and the KL term
+`mini_batches` batches of their own (trainer.packing.split_episodes; each with its own loss denominator),
+and each epoch steps once on each. What the ratio, the truncated importance sampling (TIS) weight and the KL term
 compare against:
 - one step per batch (the default): the "old" log-probs are the gradient program's own, under stop-gradient,
   so the ratio is exactly 1 and the clip never binds; the objective is the advantage-weighted policy gradient
@@ -49,17 +47,16 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from tbjax.config import LossConfig, OptimConfig, TrainConfig
 from tbjax.models import Qwen
 from tbjax.parallel.offload import HostOffload
 from tbjax.parallel.sharding import ShardingRules, param_shardings
 from tbjax.trainer.logprobs import trained_logprobs
-from tbjax.trainer.objective import LossConfig, policy_loss_terms, step_metrics
+from tbjax.trainer.objective import OLD_LOGPROBS, REF_LOGPROBS, loss_terms, step_metrics
 from tbjax.trainer.packing import (
     FIELD_DTYPES,
     FIELDS,
     HEAD_INDEX,
-    OLD_LOGPROBS,
-    REF_LOGPROBS,
     PackedBatch,
     split_episodes,
 )
@@ -67,19 +64,6 @@ from tbjax.trainer.packing import (
 log = logging.getLogger(__name__)
 Params = dict[str, Any]
 Sums = dict[str, jax.Array]  # metric and loss numerators, float32 scalars
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimConfig:
-    """The seed run's AdamW: lr 1e-6, no weight decay, global-norm clipping at 1.0."""
-
-    learning_rate: float = 1e-6
-    weight_decay: float = 0.0
-    b1: float = 0.9
-    b2: float = 0.999
-    eps: float = 1e-8
-    warmup_steps: int = 0
-    grad_clip: float = 1.0
 
 
 def make_optimizer(config: OptimConfig) -> optax.GradientTransformation:
@@ -373,23 +357,6 @@ class GRPOTrainer:
         return jax.device_put(state, self._state_shardings())
 
 
-def loss_terms(logprobs: jax.Array, entropy: jax.Array, micro: dict[str, jax.Array], config: LossConfig) -> Sums:
-    """The loss numerator and the metric sums of one micro-batch from its trained log-probs and entropies. The
-    ratio's old log-probs are the micro-batch's OLD_LOGPROBS where the update computed them, else the current
-    ones under stop-gradient (ratio 1); REF_LOGPROBS, where present, feed the KL term."""
-    behaviour = micro["behaviour_logprobs"]
-    current = jax.lax.stop_gradient(logprobs)
-    old = micro.get(OLD_LOGPROBS, current)
-    terms = policy_loss_terms(logprobs, old, behaviour, micro["advantages"], micro["mask"], micro["weights"], config,
-                              micro.get(REF_LOGPROBS))
-    mask = micro["mask"].astype(jnp.float32)
-    gap = jnp.where(jnp.isnan(behaviour), 0.0, jnp.abs(old - behaviour))
-    terms["nll"] = -jnp.sum(current * mask)
-    terms["entropy"] = jnp.sum(entropy * mask)
-    terms["logprob_gap"] = jnp.sum(gap * mask)
-    return terms
-
-
 def _with_array(batch: PackedBatch, name: str, values: jax.Array) -> PackedBatch:
     """`batch` with one more per-token array."""
     return dataclasses.replace(batch, arrays={**batch.arrays, name: values})
@@ -397,3 +364,13 @@ def _with_array(batch: PackedBatch, name: str, values: jax.Array) -> PackedBatch
 
 def _to_f32(tree: Params) -> Params:
     return jax.tree.map(lambda x: x.astype(jnp.float32), tree)
+
+
+def make_trainer(config: TrainConfig, model: Qwen) -> GRPOTrainer:
+    """The update as a run configures it; `python -m tbjax.compile` compiles this very one ahead of time."""
+    return GRPOTrainer(model, config.grpo, config.optim, temperature=config.episode.temperature,
+                       logprob_chunk=config.train.logprob_chunk,
+                       offload_optimizer=config.train.offload_optimizer or config.rollout.placement == "colocated",
+                       micro_batches_per_call=config.train.micro_batches_per_call,
+                       ppo_epochs=config.train.ppo_epochs, mini_batches=config.train.mini_batches,
+                       reference_placement=config.train.reference_placement)

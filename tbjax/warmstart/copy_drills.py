@@ -2,21 +2,18 @@
 
 A real Qwen copies an id it was just told into a tool call without thinking; the laptop demo's tiny Qwen is
 initialised at random, and its few hundred demonstrations teach the conversation's shape long before they
-teach copying: teacher-forced after 120 demonstration updates, it predicted 22% of the digits of the values its
-calls copy (chance is 10%), so every task needing an id failed on every trial and GRPO saw no task in the
-middle bands. Short synthetic drills first (a user states one to three numbers or dates, the assistant passes
-them to a tool call, in another order) let its attention learn to look a value up by its name and copy it
-digit by digit: after 400 drill updates and the same 120, 92% of the first
-digits and 96% of the later ones.
+teach copying: it predicts the digits of the values its calls copy barely above chance, so every task needing
+an id fails on every trial and GRPO sees no task in the middle bands. Short synthetic drills first (a user
+states one to three numbers or dates, the assistant passes them to a tool call, in another order) let its
+attention learn to look a value up by its name and copy it digit by digit.
 
 Copying the value just said is not enough: an episode's fourth call copies a book title the user gave in
 the first turn, 500 tokens and two long tool results earlier, and the policy garbled exactly those (every
 place-hold, booking and waiver task failed on every trial; only tasks needing no write passed). So the last
 quarter of the drills puts one or two lookups between the statement and the call: the assistant looks a
 stated value up, gets a long record back (which it must not copy from), and then records the values said
-at the start; names and titles are drilled beside numbers and dates. Measured: alone this changed no
-selection band (the policy still routed requests to the commonest tool chain); 7.5 demonstration epochs
-instead of 3 did (configs/tiny-cpu.yaml).
+at the start; names and titles are drilled beside numbers and dates. Drills alone do not make a policy
+choose the right tool chain; the demonstrations' epochs do (configs/tiny-cpu.yaml sets both).
 
 Each drill is rendered by the model's own chat template, in the turns an episode's token stream has
 (first prompt, sampled assistant turns, tool-result deltas), so the drill and the episodes share every

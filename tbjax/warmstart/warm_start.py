@@ -38,49 +38,18 @@ from rollout.interpret.render import ChatRenderer
 from rollout.oracle import demonstrations, slipped_demonstrations
 from rollout.records import atomic_write
 from rollout.trajectory import Trajectory
+from tbjax.config import LossConfig, OptimConfig, WarmStartConfig
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_weights
 from tbjax.trainer.checkpoint import Checkpointer
-from tbjax.trainer.objective import LossConfig
 from tbjax.trainer.packing import pack
-from tbjax.trainer.update import GRPOTrainer, OptimConfig
+from tbjax.trainer.update import GRPOTrainer
 from tbjax.warmstart.copy_drills import ROWS as DRILL_ROWS
 from tbjax.warmstart.copy_drills import drill_batch, drill_row_len
 from tbjax.warmstart.fresh_values import digit_token_ids, refresh_values
 
 log = logging.getLogger(__name__)
 MLE = LossConfig(aggregation="token_mean", tis_cap=None, kl_coef=0.0)  # unit advantages: maximum likelihood
-
-
-@dataclasses.dataclass(frozen=True)
-class WarmStartConfig:
-    """steps 0 disables the warm start. Few steps on purpose: GRPO needs a policy that passes sometimes."""
-
-    steps: int = 0
-    episodes_per_step: int = 16
-    learning_rate: float = 1e-3
-    warmup_steps: int = 10
-    grad_clip: float = 1.0
-    seed: int = 0
-    checkpoint_every: int = 20
-    fresh_values: float = 0.0  # chance a drawn demonstration gets new random long numbers (tbjax.warmstart.fresh_values)
-    copy_drills: int = 0  # updates on synthetic copy drills before the demonstrations (tbjax.warmstart.copy_drills)
-    # slip kind (envs.oracle.Slip) -> chance a drawn demonstration of a task that admits it shows that mistake
-    slips: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.slips) - {s.value for s in Slip})
-        if unknown:
-            raise ValueError(f"warm_start.slips names unknown slips {unknown}; known: {[s.value for s in Slip]}")
-        if any(not 0.0 <= rate <= 1.0 for rate in self.slips.values()):
-            raise ValueError(f"warm_start.slips rates must lie in [0, 1], got {self.slips}")
-        worst = sum(self.slips.get(s, 0.0) for s in (Slip.SKIP_VERIFICATION, Slip.STOP_EARLY, Slip.BYPASS_APPROVAL))
-        if worst > 1.0:
-            raise ValueError(f"warm_start.slips: an approval task admits skip_verification, stop_early and "
-                             f"bypass_approval, whose rates add up to {worst:.2f} > 1; lower them")
-
-    def slip_rate(self, slip: Slip) -> float:
-        return self.slips.get(slip.value, 0.0)
 
 
 # task id -> slip -> the oracle's slipped episode, in the order envs.oracle.slips_of gives the task's slips
@@ -242,7 +211,7 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
 def _fingerprint(config: WarmStartConfig) -> str:
     """What a resumed warm start must share with the checkpoint's run: everything but the step count (the
     schedule is constant after warm-up, so running longer continues the same run) and the save interval."""
-    return repr(dataclasses.astuple(dataclasses.replace(config, steps=0, checkpoint_every=0)))
+    return repr(tuple(config.model_copy(update={"steps": 0, "checkpoint_every": 0}).model_dump().values()))
 
 
 def _progress() -> Progress:

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 import envs
-from envs import DomainError, UnknownDomainError, known_domains, load_tasks, open_session, write_jsonl
+from envs import DomainError, Task, UnknownDomainError, known_domains, load_tasks, open_session, write_jsonl
 from envs.validate import main as validate_main
 from rollout.episode import EpisodeConfig
-from rollout.evaluate import parse_args, select_tasks
+from rollout.evaluate import parse_args
 from rollout.interpret import Interpreter
 from rollout.oracle import demonstrations
+from rollout.task_choice import TaskChoiceError, command_tasks
 from tbjax.assets.tokenizer import BASE_CORPUS, save_tokenizer, train_tokenizer
 from tests.envs.external_domain import NAME, PACKAGE, REFERENCE, external_domain, forget_references, golden_verdict
 
@@ -35,9 +36,15 @@ def installed_shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         yield root
 
 
+def evaluated(tmp_path: Path, *flags: str) -> list[Task]:
+    """The tasks `python -m rollout.evaluate` would run with these flags."""
+    args = parse_args(["--out", str(tmp_path / "eval"), *flags])
+    return command_tasks(args.tasks, args.domain, args.split, args.limit, for_training=False)
+
+
 def test_a_domain_named_by_reference_runs_episodes_from_evaluate_task_selection(shop: Path, tmp_path: Path) -> None:
     assert NAME not in known_domains()
-    tasks = select_tasks(parse_args(["--out", str(tmp_path / "eval"), "--domain", REFERENCE, "--split", "train"]))
+    tasks = evaluated(tmp_path, "--domain", REFERENCE, "--split", "train")
     assert [t.id for t in tasks] == [f"{NAME}/ask_price/{i:03d}" for i in range(3)]
     assert known_domains()[NAME] is envs.get_domain(REFERENCE)  # by name from now on: what task.domain holds
     interpreter = Interpreter.from_pretrained(save_tokenizer(train_tokenizer(BASE_CORPUS), tmp_path / "tokenizer"))
@@ -51,9 +58,9 @@ def test_a_file_of_its_tasks_reads_in_a_process_that_names_the_reference(shop: P
     path = tmp_path / "tasks.jsonl"
     write_jsonl(load_tasks(REFERENCE), path)
     forget_references(monkeypatch)  # a fresh process: the file records the domain's name, not where it lives
-    with pytest.raises(UnknownDomainError, match=f"unknown domain '{NAME}'.*'module:attr'"):
-        select_tasks(parse_args(["--out", str(tmp_path / "e"), "--tasks", str(path)]))
-    tasks = select_tasks(parse_args(["--out", str(tmp_path / "e"), "--tasks", str(path), "--domain", REFERENCE]))
+    with pytest.raises(TaskChoiceError, match=f"--tasks {path}: unknown domain '{NAME}'.*'module:attr'"):
+        evaluated(tmp_path, "--tasks", str(path))
+    tasks = evaluated(tmp_path, "--tasks", str(path), "--domain", REFERENCE)
     assert {t.template for t in tasks} == {"ask_price", "ask_name"} and len(tasks) == 5
     verdict = asyncio.run(golden_verdict(tasks[-1]))
     assert verdict.passed, verdict.report()

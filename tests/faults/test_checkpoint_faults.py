@@ -28,11 +28,11 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tbjax.trainer import checkpoint
 from tbjax.config import load_config
 from tbjax.models import from_pretrained
+from tbjax.trainer import checkpoint
 from tbjax.trainer.checkpoint import CHECKSUMS, BrokenCheckpointError, Checkpointer, ResumeError
-from tbjax.trainer.loop import build_run, train
+from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.update import GRPOTrainer, TrainState
 from tests.faults.killed_child import hang_forever, kill_when_hanging
 from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
@@ -260,7 +260,7 @@ def test_grpo_loop_skips_a_corrupt_checkpoint_and_resumes_with_other_save_settin
     first = config_for(tmp_path, 2)
     first = first.model_copy(update={"groups": _replace(first.groups, groups=1),  # half the rollouts, and no
                                      "train": _replace(first.train, mismatch_stats=False, refit_probe=False)})  # watch
-    asyncio.run(train(build_run(first, from_pretrained(model_dir), model_dir, tasks=tasks), opener=brief_session))
+    asyncio.run(run_steps(build_run(first, from_pretrained(model_dir), model_dir, tasks=tasks), opener=brief_session))
     checkpoints = first.run.directory / "checkpoints"
     flip_bytes(checkpoints / "2")
     again = first.model_copy(update={"train": _replace(first.train, keep_checkpoints=5)})
@@ -269,7 +269,7 @@ def test_grpo_loop_skips_a_corrupt_checkpoint_and_resumes_with_other_save_settin
     assert run.step == 1
     [line] = [m for m in said(caplog) if f"{checkpoints / '2'} is broken" in m]
     assert f"resuming from {checkpoints / '1'}" in line
-    asyncio.run(train(run, opener=brief_session))
+    asyncio.run(run_steps(run, opener=brief_session))
     assert run.step == 2 and sorted(int(p.name) for p in checkpoints.iterdir()) == [1, 2]
     assert all(checkpoint.verify(p) for p in checkpoints.iterdir())  # restoring and training changed no file
     assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(run.state.params))

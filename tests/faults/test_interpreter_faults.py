@@ -16,7 +16,7 @@ from jsonschema import validators
 from envs import load_tasks, open_session
 from envs.registry import builtin_domains
 from envs.session import openai_tool_schemas
-from rollout.engine import Generation, SamplingParams
+from rollout.engines.protocol import Generation, SamplingParams
 from rollout.episode import EpisodeConfig, run_episode
 from rollout.interpret import Interpreter, MalformedCall, ToolCall, ToolCatalog, parse_assistant
 from rollout.interpret.formats import TOOL_CALL_FORMATS

@@ -34,9 +34,9 @@ import portpicker
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from rollout.engine import SamplingParams
+from rollout.engines.protocol import SamplingParams
 from rollout.launch_sglang import LaunchConfig, Supervisor
-from tbjax.engine import JaxEngine
+from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import from_pretrained
 from tests.faults.generate_bodies import Body, generate_bodies
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from rollout.engine import Engine, Generation, SamplingParams
+from rollout.engines.protocol import Engine, Generation, SamplingParams
 from rollout.launch_sglang import LaunchConfig, Supervisor, start_supervised
 from tbjax import export
 from tbjax.models import Qwen
@@ -99,7 +99,6 @@ class Recording:
 
     async def end_session(self, session_id: str) -> None:
         await self.engine.end_session(session_id)
-
 
 
 def assert_greedy_agree(model: Qwen, ids_a: Sequence[int], ids_b: Sequence[int], logprobs_a: Sequence[float],

@@ -16,7 +16,7 @@ from rollout.episode import run_episode
 from rollout.groups import GroupConfig, GroupScheduler
 from rollout.interpret import Interpreter
 from rollout.launch_sglang import LaunchConfig, Supervisor
-from tbjax.engine import JaxEngine
+from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import from_pretrained
 from tbjax.models.hf.versions import publish_weights
 from tests.rollout.e2e_support import EPISODE, check_trajectory, telecom_tasks

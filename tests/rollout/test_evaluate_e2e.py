@@ -11,11 +11,11 @@ import pytest
 
 from envs import load_tasks, write_jsonl
 from rollout import evaluate
-from rollout.engine import EngineError
+from rollout.engines.protocol import EngineError
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import EpisodeConfig
-from rollout.evaluation import engines
-from rollout.evaluation.engines import start_embedded
+from rollout.evaluation import engine_flags
+from rollout.evaluation.engine_flags import start_embedded
 from rollout.evaluation.runner import token_trial_runner
 from rollout.interpret import Interpreter
 from rollout.launch_sglang import healthy
@@ -184,12 +184,12 @@ def test_embedded_flags_start_and_stop_a_tbjax_server(policy_dir, monkeypatch):
         started.append(start_embedded(*args, **kwargs))
         return started[-1]
 
-    monkeypatch.setattr(engines, "start_embedded", recording)
+    monkeypatch.setattr(engine_flags, "start_embedded", recording)
     args = evaluate.parse_args(["--engine", "embedded", "--model", str(policy_dir), "--out", "unused",
                                 "--server-args", "--slots 2 --max-len 512"])
 
     async def enter_and_leave():
-        async with engines.trial_runner_from_flags(args) as runner:
+        async with engine_flags.trial_runner_from_flags(args) as runner:
             assert callable(runner) and healthy(started[0].urls[0])
 
     asyncio.run(enter_and_leave())

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from rollout.engine import EngineError
+from rollout.engines.protocol import EngineError
 from rollout.groups import GroupConfig, GroupScheduler, SchedulingError
 from rollout.trajectory import Trajectory
 

@@ -11,7 +11,7 @@ import pytest
 
 from envs import TaskKind, load_tasks, open_session
 from envs.oracle import ask_for, oracle_turns
-from rollout.engine import SamplingParams
+from rollout.engines.protocol import SamplingParams
 from rollout.episode import EpisodeConfig, derive_seed, run_episode
 from rollout.interpret import Interpreter, ToolCatalog
 from rollout.oracle import OracleEngine, demonstrations
@@ -80,7 +80,7 @@ def test_compact_prompt_is_short_and_still_validates_calls(interpreter) -> None:
 
 
 def test_oracle_engine_refuses_a_session_it_has_no_script_for(interpreter) -> None:
-    from rollout.engine import EngineError
+    from rollout.engines.protocol import EngineError
 
     engine = OracleEngine(interpreter)
     with pytest.raises(EngineError, match="no turn left"):

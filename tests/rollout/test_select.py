@@ -10,16 +10,10 @@ import yaml
 
 from envs import load_tasks, write_jsonl
 from rollout import select as select_cli
-from rollout.evaluation.selection import (
-    BAND_EDGES,
-    BAND_NAMES,
-    BenchmarkExclusion,
-    SelectionConfig,
-    assess,
-    benchmark_exclusion,
-)
+from rollout.evaluation.selection import BAND_EDGES, BAND_NAMES, SelectionConfig, assess
 from rollout.metrics import TaskCounts
 from rollout.records import TrialRecord
+from rollout.task_choice import BenchmarkExclusion, benchmark_exclusion
 from tests.envs.conftest import Canned, fake_openai  # noqa: F401 (the fixture)
 
 
@@ -165,7 +159,8 @@ def test_cli_refuses_to_judge_candidates_with_too_few_trials(tmp_path, caplog):
 def test_cli_names_an_unknown_domain(tmp_path, caplog):
     assert select_cli.main(["--engine", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
                             "--domain", "airline", "--out", str(tmp_path / "o")]) == 2
-    assert "unknown domain 'airline'" in caplog.text and "telecom" in caplog.text
+    assert "--domain names ['airline'], which have no train-split tasks in the known domains" in caplog.text
+    assert "telecom" in caplog.text  # among the domains to choose from
 
 
 def test_cli_rejects_unknown_keep_band(tmp_path):

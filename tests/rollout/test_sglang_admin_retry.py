@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from rollout.engine import EngineError, SamplingParams
+from rollout.engines.protocol import EngineError, SamplingParams
 from rollout.engines.sglang import SGLangEngine
 
 GENERATED = {"text": "<7>", "output_ids": [7], "meta_info": {

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from rollout.engine import EngineError, SamplingParams
+from rollout.engines.protocol import EngineError, SamplingParams
 from rollout.engines.sglang import SGLangEngine
 from rollout.engines.sglang_wire import ProtocolError
 from tests.rollout.sglang_stub import STOP_LOGPROB, StubModel, ThreadServer, free_port, on_engine

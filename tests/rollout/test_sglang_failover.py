@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from rollout.engine import EngineError, SamplingParams
+from rollout.engines.protocol import EngineError, SamplingParams
 from rollout.engines.sglang import SGLangEngine
 from tests.rollout.sglang_stub import command, free_port, wait_healthy
 

@@ -20,10 +20,10 @@ import pytest
 
 from envs import open_session
 from envs.users.base import UserTurn
-from rollout.engine import EngineError, Generation, SamplingParams
+from rollout.engines.protocol import EngineError, Generation, SamplingParams
 from rollout.episode import EpisodeConfig, run_episode
 from rollout.interpret import Interpreter
-from tbjax.engine import JaxEngine
+from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import from_pretrained
 from tbjax.models.hf.versions import publish_weights
 from tests.rollout.e2e_support import check_trajectory, telecom_tasks

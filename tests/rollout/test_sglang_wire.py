@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rollout.engine import SamplingParams
+from rollout.engines.protocol import SamplingParams
 from rollout.engines.sglang_wire import ProtocolError, generate_payload, parse_generation
 
 

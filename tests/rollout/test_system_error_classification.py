@@ -16,7 +16,7 @@ import pytest
 from envs import Rubric, load_tasks, open_session
 from envs.errors import ConfigError
 from rollout import evaluate
-from rollout.engine import Engine, SamplingParams
+from rollout.engines.protocol import Engine, SamplingParams
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import EpisodeConfig, run_episode
 from rollout.evaluation.runner import token_trial_runner

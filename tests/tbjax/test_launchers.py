@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tbjax.parallel.mesh import DistributedConfig
+from tbjax.parallel.distributed import DistributedConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM = REPO / "scripts" / "launch_slurm.sh"
@@ -51,7 +51,8 @@ def test_slurm_dry_run_starts_one_process_per_node_with_the_first_host_as_coordi
                         "configs/qwen3-27b-3x8-h100.yaml", "train.steps=2"]
     # What srun runs on task 2: the wrapper must hand it JAX_PROCESS_ID=2 next to the exported coordinator.
     wrapper = argv[3:7]
-    probe = "from tbjax.parallel.mesh import DistributedConfig as D; print(tuple(vars(D.from_environment()).values()))"
+    probe = ("from tbjax.parallel.distributed import DistributedConfig as D; "
+             "print(tuple(vars(D.from_environment()).values()))")
     task = subprocess.run([*wrapper, sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(REPO), "SLURM_PROCID": "2",
                                **dict(pair.split("=") for pair in environment.split())})

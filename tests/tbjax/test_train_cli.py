@@ -11,6 +11,7 @@ from rich.console import Console
 from tbjax import train
 from tbjax.config import ConfigError, load_config
 from tbjax.models import ModelConfig
+from tbjax.plan.report import print_plan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -121,8 +122,7 @@ def test_overrides_are_typed_and_change_the_fingerprint():
 def test_the_plan_gives_the_tiny_models_size_in_thousands(tiny_dir, monkeypatch):
     # it said "0.00B parameters" (and tbjax.compile "0.000492B")
     recorder = Console(record=True, width=200)
-    monkeypatch.setattr(train, "console", recorder)
-    train.print_plan(load_config(), ModelConfig.from_pretrained(tiny_dir("qwen3")))
+    print_plan(load_config(), ModelConfig.from_pretrained(tiny_dir("qwen3")), recorder)
     assert "model: qwen3, 492.0K parameters" in recorder.export_text()
 
 

@@ -26,6 +26,7 @@ from safetensors.numpy import save_file
 from tbjax.models.hf.layout import UNMODELLED_PARTS, hf_layouts
 from tbjax.models.hf.safetensors_reader import INDEX_FILE, SINGLE_FILE, SafetensorsReader
 from tbjax.models.qwen import Qwen
+from tbjax.parallel.distributed import is_driver
 
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
@@ -88,7 +89,7 @@ def save_pretrained(
 ) -> Path:
     """Writes `model` to `out_dir` in HF format. dtype defaults to the checkpoint's own (config.json)."""
     out = Path(out_dir)
-    writer = jax.process_index() == 0
+    writer = is_driver()
     np_dtype = _export_dtype(model, dtype)
     if writer:
         out.mkdir(parents=True, exist_ok=True)

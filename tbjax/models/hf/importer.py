@@ -15,7 +15,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from tbjax.models.config import ModelConfig, RuntimeConfig
+from tbjax.config import RuntimeConfig
+from tbjax.models.config import ModelConfig
 from tbjax.models.hf.layout import UNMODELLED_PARTS, TensorLayout, hf_layouts
 from tbjax.models.hf.safetensors_reader import CheckpointError, SafetensorsReader
 from tbjax.models.qwen import Qwen

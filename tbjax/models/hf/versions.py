@@ -19,10 +19,10 @@ import shutil
 from pathlib import Path
 
 import jax
-from jax.experimental import multihost_utils
 
 from tbjax.models import Qwen, save_pretrained
 from tbjax.models.hf.config_v4 import write_transformers4_config
+from tbjax.parallel.distributed import barrier, is_driver
 
 LATEST = "latest"
 STAGING = ".partial"  # suffix of a version being written
@@ -41,18 +41,18 @@ def publish_weights(model: Qwen, root: str | Path, version: int | str, *, tokeni
     root = Path(root)
     final = version_dir(root, version)
     staging = root / f".{final.name}{STAGING}"
-    if jax.process_index() == 0:
+    if is_driver():
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)  # a killed publish's; `latest` never names a staging directory
     save_pretrained(model, staging, tokenizer_dir=tokenizer_dir, dtype=dtype)
-    if jax.process_index() == 0:
+    if is_driver():
         if transformers4_config:
             write_transformers4_config(staging)
         _move_into_place(staging, final)
         _point_latest_at(final)
         _remove_leftovers(root)
     if jax.process_count() > 1:
-        multihost_utils.sync_global_devices(f"published weights v{version}")
+        barrier(f"published weights v{version}")
     return final
 
 
@@ -102,9 +102,3 @@ def _link(source: str, destination: str) -> None:
         os.link(source, destination)
     except OSError:
         shutil.copy2(source, destination)
-
-
-def latest_version(root: str | Path) -> Path | None:
-    """The directory `latest` points at, or None before the first publication."""
-    pointer = Path(root) / LATEST
-    return pointer.resolve() if pointer.is_symlink() else None

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rollout.engine import SamplingParams
-from tbjax.engine import JaxEngine
+from rollout.engines.protocol import SamplingParams
+from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import RuntimeConfig, from_pretrained
 from tbjax.models.hf.versions import publish_weights
 

@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from tbjax.config import LossConfig
 from tbjax.models import RuntimeConfig, from_pretrained
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
-from tbjax.parallel.sharding import ShardingError, ShardingRules, put_global
+from tbjax.parallel.sharding import ShardingError, ShardingRules
 from tbjax.trainer.logprobs import chunked_logprobs
-from tbjax.trainer.objective import LossConfig, policy_loss_terms
+from tbjax.trainer.objective import policy_loss_terms
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
+from tests.tbjax.global_arrays import put_global
 from tests.tbjax.trainer.test_update import synthetic_groups
 
 RUNTIME = RuntimeConfig(linear_chunk_size=16)

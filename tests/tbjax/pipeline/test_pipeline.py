@@ -14,8 +14,9 @@ import transformers
 import yaml
 
 from rollout.plots import read_steps
-from tbjax.config import ConfigError, load_config
-from tbjax.pipeline.stages import STAGES, split_heldout
+from rollout.task_choice import TaskChoiceError
+from tbjax.config import load_config
+from tbjax.pipeline.stages import STAGES, heldout_split
 
 REPO = Path(__file__).resolve().parents[3]
 ALL_BANDS = "[too_hard,hard,medium,easy,too_easy]"  # a 2-step warm start passes too rarely for the middle bands
@@ -95,7 +96,7 @@ def test_the_same_seed_reproduces_the_selection_and_the_first_step(first: Path, 
 @pytest.mark.parametrize("heldout", ["instances", "templates"])
 def test_held_out_tasks_never_reach_training(heldout: str) -> None:
     config = load_config(None, [f"evaluate.heldout={heldout}", "evaluate.tasks=30"])
-    train, held = split_heldout(config)
+    train, held = heldout_split(config)
     assert len(held) == 30 and not {t.id for t in train} & {t.id for t in held}
     templates = {(t.domain, t.template) for t in held}
     assert len(templates) >= 10  # spread over templates, not the first few
@@ -126,5 +127,5 @@ def test_grpo_never_draws_a_held_out_task_without_a_selection(tmp_path: Path) ->
 
 def test_an_unknown_template_is_refused_with_the_known_ones() -> None:
     config = load_config(None, ["tasks.templates=[renew_loan,renew_lone]"])
-    with pytest.raises(ConfigError, match=r"\['renew_lone'\].*renew_loan"):
-        split_heldout(config)
+    with pytest.raises(TaskChoiceError, match=r"\['renew_lone'\].*renew_loan"):
+        heldout_split(config)

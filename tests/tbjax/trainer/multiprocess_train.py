@@ -13,9 +13,10 @@ import numpy as np
 
 from tbjax.config import MeshSection
 from tbjax.models import from_pretrained
-from tbjax.parallel.mesh import DistributedConfig, initialize_distributed, make_mesh, parse_mesh_spec
-from tbjax.trainer.loop import build_run, train
-from tbjax.trainer.multihost import is_driver, share_batch
+from tbjax.parallel.distributed import DistributedConfig, initialize_distributed
+from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
+from tbjax.trainer.lockstep import is_driver, share_batch
+from tbjax.trainer.loop import build_run, run_steps
 from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
 
 
@@ -40,7 +41,7 @@ def main(port: str, process_id: str, model_dir: str, root: str, steps: str, out:
     model = from_pretrained(model_dir, mesh=make_mesh(parse_mesh_spec("3x8")), runtime=config.model.runtime())
     run = build_run(config, model, Path(model_dir), tasks=signal_tasks(model_dir))
     resumed_from = run.step
-    asyncio.run(train(run, opener=brief_session))
+    asyncio.run(run_steps(run, opener=brief_session))
     Path(out).write_text(json.dumps({"resumed_from": resumed_from, "step": run.step, "engine": run.engine is not None,
                                      "updates": int(run.state.step), "digest": local_replica_digest(run.state.params)}))
     jax.distributed.shutdown()

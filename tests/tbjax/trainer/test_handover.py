@@ -13,18 +13,18 @@ import jax
 import portpicker
 import pytest
 
-from rollout.engine import EngineError, SamplingParams
+from rollout.engines.protocol import EngineError, SamplingParams
 from rollout.engines.sglang import MEMORY_TAGS, SGLangConfig, SGLangEngine
 from rollout.launch_sglang import LaunchConfig, Supervisor
-from tbjax.config import load_config
+from tbjax.config import LossConfig, OptimConfig, load_config
 from tbjax.models import from_pretrained
 from tbjax.models.hf.versions import publish_weights
 from tbjax.parallel.offload import HOST_MEMORY, HostOffload
-from tbjax.trainer.handover import Handover, IllegalTransition, Phase, configure_xla_memory
-from tbjax.trainer.loop import build_run, train
-from tbjax.trainer.objective import LossConfig
+from tbjax.parallel.xla_memory import configure_xla_memory
+from tbjax.trainer.handover import Handover, IllegalTransition, Phase
+from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.packing import batch_from_groups
-from tbjax.trainer.update import GRPOTrainer, OptimConfig
+from tbjax.trainer.update import GRPOTrainer
 from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
 from tests.tbjax.trainer.test_update import synthetic_groups
 
@@ -153,7 +153,7 @@ def test_the_training_loop_hands_over_around_each_update(server, tiny_dir, tmp_p
     config = config_for(tmp_path, 1)
     config = config.model_copy(update={"rollout": rollout, "groups": dataclasses.replace(config.groups, groups=1)})
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
-    export = asyncio.run(train(run, opener=brief_session))
+    export = asyncio.run(run_steps(run, opener=brief_session))
     lines = [json.loads(line) for line in (tmp_path / "resume" / "metrics.jsonl").read_text().splitlines()]
     updates = sum(not line["skipped"] for line in lines)
     phases = [t.target for t in run.handover.transitions]

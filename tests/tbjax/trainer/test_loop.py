@@ -14,7 +14,7 @@ from envs.tasks import Rubric
 from envs.users.scripted import ScriptedUser
 from tbjax.config import load_config
 from tbjax.models import from_pretrained
-from tbjax.trainer.loop import build_run, train
+from tbjax.trainer.loop import build_run, run_steps
 
 
 def signal_tasks(model_dir, n: int = 6):
@@ -47,10 +47,10 @@ def config_for(root, steps: int):
     ])
 
 
-def run_steps(model_dir, root, steps: int):
+def train_for(model_dir, root, steps: int):
     config = config_for(root, steps)
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
-    asyncio.run(train(run, opener=brief_session))
+    asyncio.run(run_steps(run, opener=brief_session))
     return run
 
 
@@ -63,9 +63,9 @@ def metric_lines(root) -> list[dict]:
 @pytest.mark.slow
 def test_resume_is_bitwise_the_uninterrupted_run(tiny_dir, tmp_path):
     model_dir = tiny_dir("qwen3")
-    straight = run_steps(model_dir, tmp_path / "a", 4)
-    run_steps(model_dir, tmp_path / "b", 2)  # "killed" after step 2 ...
-    resumed = run_steps(model_dir, tmp_path / "b", 4)  # ... and started again
+    straight = train_for(model_dir, tmp_path / "a", 4)
+    train_for(model_dir, tmp_path / "b", 2)  # "killed" after step 2 ...
+    resumed = train_for(model_dir, tmp_path / "b", 4)  # ... and started again
     assert int(resumed.state.step) == int(straight.state.step)
     for a, b in zip(jax.tree.leaves(straight.state.params), jax.tree.leaves(resumed.state.params), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

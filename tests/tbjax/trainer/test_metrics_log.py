@@ -43,7 +43,7 @@ def read_scalars(directory: Path) -> dict[str, dict[int, float]]:
 
 
 def step_metrics(step: int, **changes) -> dict:
-    """A step's record as the loop writes it (tbjax.trainer.loop.train_step)."""
+    """A step's record as the loop writes it (tbjax.trainer.loop.run_step)."""
     return {"step": step, "skipped": False, "loss": 0.25, "grad_norm": 1.5, "clip_fraction": 0.0, "entropy": 7.9,
             "logprob_gap": 3e-7, "reward_mean": 0.5, "pass_rate": 0.375, "groups_informative": 2,
             "groups_dropped": 1, "groups_refilled": 0, "tasks_replaced": 0, "system_errors": {"timeout": 2},

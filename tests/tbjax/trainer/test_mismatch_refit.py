@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from tbjax.models import from_pretrained
-from tbjax.trainer.loop import build_run, train
+from tbjax.trainer.lockstep import engine_model
+from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchError, mismatch_sums
-from tbjax.trainer.multihost import engine_model
 from tbjax.trainer.refit_check import RefitCheck, RefitError
 from tbjax.trainer.update import GRPOTrainer
 from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
@@ -33,7 +33,7 @@ def perturbed_engine_model(trainer, params):
 
 def run_loop(model_dir, config):
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
-    asyncio.run(train(run, opener=brief_session))
+    asyncio.run(run_steps(run, opener=brief_session))
     return [json.loads(line) for line in (config.run.directory / "metrics.jsonl").read_text().splitlines()]
 
 
@@ -80,11 +80,11 @@ def test_a_publish_whose_weights_do_not_arrive_fails_the_step(tiny_dir, tmp_path
     monkeypatch.setattr("tbjax.trainer.loop.engine_model", perturbed_engine_model)  # the engine started right
     with pytest.raises(RefitError, match=r"weight version \d: engine replica embedded scores the refit probe up "
                                          r"to [\d.]+ away from the trainer \(tolerance 0\.0001"):
-        asyncio.run(train(run, opener=brief_session))
+        asyncio.run(run_steps(run, opener=brief_session))
 
 
 def test_a_replica_on_another_version_fails_the_check(tiny_dir):
-    from tbjax.engine import JaxEngine
+    from tbjax.engine.jax_engine import JaxEngine
 
     model = from_pretrained(tiny_dir("qwen3"))
     trainer = GRPOTrainer(model)

@@ -69,7 +69,8 @@ def train_processes(model_dir: Path, root: Path, steps: int, name: str) -> list[
 @pytest.mark.slow
 def test_three_processes_train_checkpoint_and_resume(tiny_dir, tmp_path):
     """2 steps with a checkpoint, then a restart that resumes at step 2 and has nothing left to redo (a resumed
-    run training on is the single-process loop test's: tests/tbjax/trainer/test_loop.py). Only process 0 runs the engine."""
+    run training on is the single-process loop test's: tests/tbjax/trainer/test_loop.py). Only process 0 runs
+    the engine."""
     model_dir = tiny_dir("qwen3")
     first = train_processes(model_dir, tmp_path, 2, "first")
     assert (tmp_path / "resume" / "checkpoints" / "2").is_dir()

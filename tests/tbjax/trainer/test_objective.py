@@ -11,13 +11,13 @@ import pytest
 import torch
 import transformers
 
-from tbjax.config import ConfigError, load_config
+from tbjax.config import ConfigError, LossConfig, OptimConfig, load_config
 from tbjax.models import from_pretrained
 from tbjax.models.hf.layout import hf_layouts
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
-from tbjax.trainer.objective import LossConfig
-from tbjax.trainer.packing import OLD_LOGPROBS, batch_from_groups, split_episodes
-from tbjax.trainer.update import GRPOTrainer, OptimConfig, TrainState
+from tbjax.trainer.objective import OLD_LOGPROBS
+from tbjax.trainer.packing import batch_from_groups, split_episodes
+from tbjax.trainer.update import GRPOTrainer, TrainState
 from tests.tbjax.trainer.test_update import flat, synthetic_groups
 
 FAST = OptimConfig(learning_rate=1e-2)  # large enough that one step moves ratios out of [0.8, 1.28]

@@ -5,8 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tbjax.config import LossConfig
 from tbjax.trainer.logprobs import chunked_logprobs
-from tbjax.trainer.objective import LossConfig, group_advantages, policy_loss_terms, token_weights
+from tbjax.trainer.objective import group_advantages, policy_loss_terms, token_weights
 
 
 def test_advantages_use_population_std():

@@ -12,12 +12,18 @@ from pathlib import Path
 import pytest
 
 from envs import Split, Task, load_tasks, write_jsonl
-from tbjax.config import ConfigError, MissingInputError, load_config
-from tbjax.pipeline.stages import split_heldout
-from tbjax.trainer.loop import session_opener, training_tasks
+from rollout.task_choice import MissingTaskInput, TaskChoiceError, training_tasks
+from tbjax.config import load_config
+from tbjax.pipeline.stages import heldout_split
+from tbjax.trainer.loop import session_opener
 from tests.envs.external_domain import NAME, REFERENCE, external_domain, forget_references, golden_verdict
 
 TRAIN_IDS = [f"{NAME}/ask_price/{i:03d}" for i in range(3)]
+
+
+def chosen(*overrides: str) -> list[Task]:
+    """The tasks GRPO would draw from under the default config with `overrides`."""
+    return training_tasks(load_config(overrides=list(overrides)).tasks.source())
 
 
 @pytest.fixture
@@ -34,7 +40,7 @@ def shop_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 def test_training_draws_the_train_split_of_the_file_and_opens_its_sessions(shop_tasks: Path) -> None:
     config = load_config(overrides=[f"tasks.file={shop_tasks}", f"tasks.domains=[{REFERENCE}]",
                                     "tasks.templates=null"])
-    tasks = training_tasks(config)
+    tasks = training_tasks(config.tasks.source())
     assert [t.id for t in tasks] == TRAIN_IDS and all(t.golden_hash for t in tasks)
     verdict = asyncio.run(golden_verdict(tasks[0], session_opener(config)))
     assert verdict.passed, verdict.report()
@@ -44,10 +50,9 @@ def test_the_file_combines_with_templates_selection_and_the_heldout_split(shop_t
     selected = tmp_path / "selected.yaml"
     selected.write_text(f"tasks: [{TRAIN_IDS[2]}]\n")
     source = [f"tasks.file={shop_tasks}", f"tasks.domains=[{REFERENCE}]"]
-    chosen = training_tasks(load_config(overrides=[*source, "tasks.templates=[ask_price]",
-                                                   f"tasks.selected={selected}"]))
-    assert [t.id for t in chosen] == [TRAIN_IDS[2]]
-    train, held = split_heldout(load_config(overrides=[*source, "tasks.templates=null", "evaluate.heldout=templates",
+    assert [t.id for t in chosen(*source, "tasks.templates=[ask_price]", f"tasks.selected={selected}")] == [
+        TRAIN_IDS[2]]
+    train, held = heldout_split(load_config(overrides=[*source, "tasks.templates=null", "evaluate.heldout=templates",
                                                        "evaluate.tasks=2"]))
     assert [t.id for t in train] == TRAIN_IDS
     assert [t.id for t in held] == [f"{NAME}/ask_name/000", f"{NAME}/ask_name/001"]
@@ -58,25 +63,24 @@ def test_an_installed_domain_needs_no_reference(tmp_path: Path, monkeypatch: pyt
         path = tmp_path / "tasks.jsonl"
         write_jsonl(load_tasks(NAME), path)
         config = load_config(overrides=[f"tasks.file={path}", "tasks.domains=null", "tasks.templates=null"])
-        assert [t.id for t in training_tasks(config)] == TRAIN_IDS
+        assert [t.id for t in training_tasks(config.tasks.source())] == TRAIN_IDS
 
 
 def test_file_mistakes_are_named_with_their_fix(shop_tasks: Path, tmp_path: Path) -> None:
     everything = ["tasks.domains=null", "tasks.templates=null"]
     file = re.escape(str(shop_tasks))
-    with pytest.raises(MissingInputError, match=r"tasks.file: .*nowhere.jsonl does not exist; write your tasks"):
-        training_tasks(load_config(overrides=[f"tasks.file={tmp_path / 'nowhere.jsonl'}", *everything]))
-    with pytest.raises(ConfigError, match=rf"tasks.file {file}: unknown domain '{NAME}'.*'module:attr'"):
-        training_tasks(load_config(overrides=[f"tasks.file={shop_tasks}", *everything]))
-    with pytest.raises(ConfigError, match=r"tasks.domains names \['library'\], which have no train-split tasks in "
-                                          rf"tasks.file {file}; choose from \['{NAME}'\]"):
-        training_tasks(load_config(overrides=[f"tasks.file={shop_tasks}", f"tasks.domains=[{REFERENCE}, library]",
-                                              "tasks.templates=null"]))
+    with pytest.raises(MissingTaskInput, match=r"tasks.file: .*nowhere.jsonl does not exist; write your tasks"):
+        chosen(f"tasks.file={tmp_path / 'nowhere.jsonl'}", *everything)
+    with pytest.raises(TaskChoiceError, match=rf"tasks.file {file}: unknown domain '{NAME}'.*'module:attr'"):
+        chosen(f"tasks.file={shop_tasks}", *everything)
+    with pytest.raises(TaskChoiceError, match=r"tasks.domains names \['library'\], which have no train-split "
+                                              rf"tasks in tasks.file {file}; choose from \['{NAME}'\]"):
+        chosen(f"tasks.file={shop_tasks}", f"tasks.domains=[{REFERENCE}, library]", "tasks.templates=null")
     # refused by id, though held out (as ThinkingBox's tasks are) and before its domain would have to be known
     benchmark = tmp_path / "benchmark.jsonl"
     task = Task.model_validate_json(shop_tasks.read_text().splitlines()[0])
     write_jsonl([task, task.model_copy(update={"id": "thinkingbox/retail/001", "domain": "thinkingbox/retail",
                                                "split": Split.HELDOUT})], benchmark)
-    with pytest.raises(ConfigError,
+    with pytest.raises(TaskChoiceError,
                        match=r"benchmark task thinkingbox/retail/001 \(in tasks.file .*\) is evaluation-only"):
-        training_tasks(load_config(overrides=[f"tasks.file={benchmark}", *everything]))
+        chosen(f"tasks.file={benchmark}", *everything)

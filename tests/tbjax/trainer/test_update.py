@@ -7,11 +7,11 @@ import pytest
 from flax import nnx
 
 from rollout.trajectory import Trajectory
+from tbjax.config import LossConfig, OptimConfig
 from tbjax.models import from_pretrained
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
-from tbjax.trainer.objective import LossConfig
 from tbjax.trainer.packing import batch_from_groups
-from tbjax.trainer.update import GRPOTrainer, OptimConfig
+from tbjax.trainer.update import GRPOTrainer
 
 
 def synthetic_groups(seed: int = 0, groups: int = 3, size: int = 4) -> list[list[Trajectory]]:

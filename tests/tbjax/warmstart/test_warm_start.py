@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from envs.oracle import Slip
+from tbjax.config import WarmStartConfig
 from tbjax.models import from_pretrained
 from tbjax.trainer.packing import pack
 from tbjax.trainer.update import GRPOTrainer
-from tbjax.warmstart.warm_start import MLE, WarmStartConfig, step_batch, warm_start
+from tbjax.warmstart.warm_start import MLE, step_batch, warm_start
 from tests.tbjax.trainer.test_update import flat, synthetic_groups
 
 DEMOS = [t for group in synthetic_groups(seed=3) for t in group]

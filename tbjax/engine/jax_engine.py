@@ -1,5 +1,5 @@
 """JaxEngine: the embedded inference engine (continuous batching over a KV cache), behind the same
-`rollout.engine.Engine` protocol as the SGLang client.
+`rollout.engines.protocol.Engine` protocol as the SGLang client.
 
 A worker thread owns the device: between decode steps it admits waiting requests into free cache slots
 (prefilling only the part of the prompt the slot does not already cache), then advances every active slot
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from flax import nnx
 
-from rollout.engine import EngineError, Generation, SamplingParams, TokenScores
+from rollout.engines.protocol import EngineError, Generation, SamplingParams, TokenScores
 from rollout.engines.sglang import KV_CACHE, MEMORY_TAGS, WEIGHTS
 from tbjax.engine.device_step import bucket, decode, score, step
 from tbjax.engine.request_checks import refuse_unrunnable

@@ -17,19 +17,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.experimental import multihost_utils
 
 from tbjax.models import Qwen
 from tbjax.models.hf.importer import abstract_model
+from tbjax.parallel.distributed import broadcast_from_driver, gather_to_every_process, is_driver
 from tbjax.trainer.packing import FIELDS, HEAD_INDEX, PackedBatch
 from tbjax.trainer.update import GRPOTrainer, Params
 
 FLOAT_FIELDS = ("behaviour_logprobs", "advantages", "weights")
-
-
-def is_driver() -> bool:
-    """The process that drives rollouts, talks to the engines and writes logs."""
-    return jax.process_index() == 0
 
 
 def share_batch(packed: PackedBatch | None, draws: int) -> tuple[PackedBatch | None, int]:
@@ -44,7 +39,7 @@ def share_batch(packed: PackedBatch | None, draws: int) -> tuple[PackedBatch | N
     shape = packed.shape if packed is not None else (0, 0, 0)
     head = packed.arrays[HEAD_INDEX].shape if packed is not None else (0, 0, 0)
     counts = (packed.episodes, packed.trained_tokens) if packed is not None else (0, 0)
-    header = multihost_utils.broadcast_one_to_all({
+    header = broadcast_from_driver({
         "ints": np.asarray([draws, packed is not None, *shape, *head, *counts], np.int32),
         "denominator": np.float32(packed.denominator if packed is not None else 0.0)})
     draws, present, *rest = (int(x) for x in header["ints"])
@@ -54,7 +49,7 @@ def share_batch(packed: PackedBatch | None, draws: int) -> tuple[PackedBatch | N
     arrays = packed.arrays if packed is not None else {
         **{name: np.zeros(shape, np.float32 if name in FLOAT_FIELDS else np.int32) for name in FIELDS},
         HEAD_INDEX: np.zeros(head, np.int32)}
-    arrays = multihost_utils.broadcast_one_to_all(arrays)
+    arrays = broadcast_from_driver(arrays)
     if is_driver():
         return packed, draws
     return PackedBatch(arrays, float(header["denominator"]), episodes, trained), draws
@@ -65,7 +60,7 @@ def engine_model(trainer: GRPOTrainer, params: Params) -> Qwen | None:
     single-device copy on the driver (None elsewhere). Every process must call it: the gather is collective."""
     if jax.process_count() == 1:
         return trainer.model_for(params)
-    gathered = multihost_utils.process_allgather(params, tiled=True)
+    gathered = gather_to_every_process(params)
     if not is_driver():
         return None
     graphdef, state = abstract_model(trainer.model_for(params).config)
