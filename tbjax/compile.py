@@ -35,7 +35,8 @@ TPU_VENV_ENV = {"TPU_SKIP_MDS_QUERY": "1", "TPU_WORKER_HOSTNAMES": "localhost", 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tbjax.compile", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="YAML config (default: configs/tiny-cpu.yaml)")
+    parser.add_argument("--config", help="a YAML file, or a shipped config by name: tiny-cpu (the default), smoke, "
+                        "qwen3-8b-1x8, qwen3-27b-3x8-h100, qwen3-27b-tpu-v5p")
     parser.add_argument("--target", required=True, help="tpu:v5p-64, tpu:v5p:2x2x6, cpu:3x8 or gpu-estimate[:h100]")
     parser.add_argument("--mesh", help="device mesh, e.g. 3x8 (default: the config's mesh.shape)")
     parser.add_argument("--memory-gb", type=float, help="per-device budget to check against instead of the "

@@ -25,7 +25,8 @@ from rollout.episode import EpisodeConfig
 from rollout.groups import GroupConfig
 from rollout.task_choice import TaskSource
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+# configs/ of the checkout, shipped inside the package (tbjax/configs links to it), so an installed wheel has them
+CONFIG_DIR = Path(__file__).parent / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "tiny-cpu.yaml"
 
 
@@ -407,10 +408,9 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> TrainConfig:
-    """YAML file (default configs/tiny-cpu.yaml) + overrides -> a validated TrainConfig."""
-    file = Path(path) if path else DEFAULT_CONFIG
-    if not file.is_file():
-        raise ConfigError(f"config file {file} does not exist; pick one from {CONFIG_DIR}")
+    """YAML file (default configs/tiny-cpu.yaml) + overrides -> a validated TrainConfig. `path` may also name
+    a shipped config ("smoke", "qwen3-8b-1x8"), which works from an installed wheel too."""
+    file = config_file(path)
     tree = yaml.safe_load(file.read_text()) or {}
     if not isinstance(tree, dict):
         raise ConfigError(f"{file} must hold a mapping of sections (model:, mesh:, run:)")
@@ -421,6 +421,18 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Tr
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}{_did_you_mean(e)}" for e in error.errors())
         raise ConfigError(f"invalid config ({file}): {problems}") from None
+
+
+def config_file(path: str | Path | None) -> Path:
+    """The YAML file `--config` names: a path, or the name of a shipped config; a missing one is an error
+    naming the shipped configs."""
+    if not path:
+        return DEFAULT_CONFIG
+    for file in (Path(path), CONFIG_DIR / path, CONFIG_DIR / f"{path}.yaml"):
+        if file.is_file():
+            return file
+    shipped = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml") if p.stem != "prices")
+    raise ConfigError(f"config file {path} does not exist; give a YAML file or a shipped config: {', '.join(shipped)}")
 
 
 _UNKNOWN_KEY = ("extra_forbidden", "unexpected_keyword_argument")

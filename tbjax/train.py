@@ -27,7 +27,8 @@ console = Console()
 def parse_args(argv: list[str]) -> tuple[TrainConfig, bool]:
     parser = argparse.ArgumentParser(prog="python -m tbjax.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="YAML config (default: configs/tiny-cpu.yaml)")
+    parser.add_argument("--config", help="a YAML file, or a shipped config by name: tiny-cpu (the default), smoke, "
+                        "qwen3-8b-1x8, qwen3-27b-3x8-h100, qwen3-27b-tpu-v5p")
     parser.add_argument("--mesh", help="device mesh, e.g. 3x8 = hosts x local devices (data x fsdp)")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved config and memory plan, then exit")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.remat=none")

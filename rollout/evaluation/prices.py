@@ -1,9 +1,9 @@
 """The versioned price table (`--prices FILE`): US dollars per 1M input, cached-input and output tokens per
 model. A model missing from the table has an unknown cost, reported as null, never as 0.
 
-The default is the checkout's configs/prices.yaml, found the way tbjax.config finds configs/: one copy,
-edited with the other configs. An installed package without the checkout has no default table, so every cost
-is unknown (exactly what an empty table gives) and a warning says to pass `--prices FILE`.
+The default is configs/prices.yaml: one copy, edited with the other configs, shipped inside this package
+(rollout/evaluation/prices.yaml links to it) so that an installed wheel has it too. Where it is missing all
+the same, every cost is unknown (exactly what an empty table gives) and a warning says to pass `--prices FILE`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from rollout.metrics import Price
 
-DEFAULT_PRICES = Path(__file__).resolve().parents[2] / "configs" / "prices.yaml"
+DEFAULT_PRICES = Path(__file__).parent / "prices.yaml"
 log = logging.getLogger(__name__)
 
 
@@ -38,7 +38,7 @@ class PriceTable(BaseModel):
 def load_prices(path: str | Path | None = None) -> PriceTable:
     """The table at `path` (default: configs/prices.yaml; none there: an empty table, every cost unknown)."""
     if path is None and not DEFAULT_PRICES.exists():
-        log.warning("no price table at %s (installed without the checkout?): every cost is unknown; pass "
+        log.warning("no price table at %s: every cost is unknown; pass "
                     "--prices FILE", DEFAULT_PRICES)
         return PriceTable(version="none", models={})
     path = Path(path) if path else DEFAULT_PRICES
