@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,6 +25,8 @@ from rollout.engines.protocol import Engine, SamplingParams
 from rollout.failures import INFRASTRUCTURE_ERRORS, closes_on_error, system_error_kind
 from rollout.interpret import Interpreter, TokenSequence, ToolCall, ToolCatalog, malformed_message, tool_message
 from rollout.trajectory import Termination, Trajectory
+
+log = logging.getLogger(__name__)
 
 SessionOpener = Callable[[Task], Awaitable[EnvironmentSession]]
 
@@ -49,9 +52,9 @@ class EpisodeResult:
 
 
 class _SystemError(Exception):
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind, self.detail = kind, detail
 
 
 class _Timer:
@@ -149,6 +152,8 @@ class Episode:
         try:
             session = await self.timer.measure("open", opener(self.task), "environment")
         except _SystemError as error:
+            log.warning("%s: system error (%s) opening the session, not scored: %s", self.session_id, error.kind,
+                        error.detail)
             return EpisodeResult(self._trajectory("system_error", None, error.kind), None)
         failure: _SystemError | None = None
         termination: Termination = "system_error"
@@ -169,6 +174,8 @@ class Episode:
         self.timer.seconds["total"] = time.perf_counter() - start
         if failure is not None or verdict is None or verdict.system_error:
             kind = failure.kind if failure else (verdict.system_error if verdict else "grader")
+            if failure is not None:  # counted apart from the agent's failures; the log says what broke
+                log.warning("%s: system error (%s), not scored: %s", self.session_id, kind, failure.detail)
             return EpisodeResult(self._trajectory("system_error", None, kind), None)
         return EpisodeResult(self._trajectory(termination, verdict.reward, None), verdict)
 

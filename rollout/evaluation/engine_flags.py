@@ -29,6 +29,7 @@ from rollout.evaluation.runner import TrialRunner, token_trial_runner
 from rollout.interpret import Interpreter
 from rollout.launch_sglang import LaunchConfig, Supervisor, start_supervised
 
+EMBEDDED_MAX_LEN = 4096  # tbjax.serve's --max-len when --server-args leaves it out
 AGENT_TIMEOUT_S = 300.0  # one turn of an API model, which may reason for minutes before it answers
 
 
@@ -96,6 +97,18 @@ def start_embedded(model_dir: str | Path, *, servers: int = 1, server_args: str 
         startup_timeout_s=startup_timeout_s, restart_backoff_s=1.0))
 
 
+def check_budget_fits(config: EpisodeConfig, server_args: str) -> None:
+    """An embedded server holds at most --max-len tokens a sequence (tbjax.serve's default: 4096); an episode
+    may grow to --token-budget. A budget past it would turn long episodes into refused requests, so the
+    mismatch stops the command before any server starts."""
+    flags = shlex.split(server_args)
+    max_len = int(flags[flags.index("--max-len") + 1]) if "--max-len" in flags[:-1] else EMBEDDED_MAX_LEN
+    if config.token_budget > max_len:
+        raise SystemExit(f"--token-budget {config.token_budget} exceeds the embedded servers' --max-len {max_len} "
+                         f"(--server-args {server_args!r}): an episode could outgrow its sequence. Pass "
+                         f"--token-budget {max_len} or less, or a larger --max-len in --server-args")
+
+
 @contextlib.asynccontextmanager
 async def trial_runner_from_flags(args: argparse.Namespace, opener: SessionOpener | None = None
                                   ) -> AsyncIterator[TrialRunner]:
@@ -118,6 +131,7 @@ async def trial_runner_from_flags(args: argparse.Namespace, opener: SessionOpene
     if args.engine == "embedded":
         if not args.model:
             raise SystemExit("--engine embedded needs --model DIR (an HF model directory with its tokenizer)")
+        check_budget_fits(config, args.server_args)
         supervisor = start_embedded(args.model, servers=args.servers, server_args=args.server_args)
         urls, tokenizer = supervisor.urls, args.model
     elif args.engine == "sglang":

@@ -1,8 +1,12 @@
 """Tiny Qwen architectures (HF config dicts) for tests and the laptop default, and a Flax-only way to
-materialise one as an HF directory (no torch needed)."""
+materialise one as an HF directory (no torch needed):
+
+    python -m tbjax.assets.tiny OUT [--arch qwen3-demo] [--seed 0]   # a random tiny Qwen with its tokenizer
+"""
 
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 from typing import Any
@@ -107,3 +111,17 @@ def make_flax_checkpoint(out_dir: str | Path, name: str = "qwen3", seed: int = 0
     model = Qwen(cfg, nnx.Rngs(seed))
     save_pretrained(model, out, tokenizer_dir=out)
     return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tbjax.assets.tiny", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path, help="the HF directory to write")
+    parser.add_argument("--arch", default="qwen3-demo", choices=sorted(ARCHITECTURES))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(f"wrote {make_flax_checkpoint(args.out, args.arch, args.seed)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -2,7 +2,8 @@
 on sys.path, optionally installed (a dist-info directory declaring an entry point of `tbjax.domains`, what
 `pip install` of a package with that entry point leaves behind).
 
-The package `tiny_shop` holds one table, one tool and two templates (train and heldout split). Tests use it
+The package `tiny_shop` is the starter domain `python -m envs.new_domain` writes: one table, one tool and two
+templates (train and heldout split). Tests use it
 through the real registry, loading, sessions and episode loop; `external_domain` undoes everything after the
 test (sys.path, the imported module, the registry's view of installed and referenced domains).
 """
@@ -10,7 +11,6 @@ test (sys.path, the imported module, the registry's view of installed and refere
 from __future__ import annotations
 
 import sys
-import textwrap
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,62 +18,19 @@ from pathlib import Path
 import pytest
 
 from envs import Task, Verdict, open_session, registry
+from envs.new_domain import starter_source
 from envs.session import EnvironmentSession
 
 PACKAGE = "tiny_shop"
 REFERENCE = f"{PACKAGE}:DOMAIN"
 NAME = "tiny_shop"  # the Domain's name: what its tasks record and their ids start with
 
-SOURCE = textwrap.dedent('''
-    """Tiny Shop: the price and name of five products."""
+# the domain `python -m envs.new_domain` starts users with, and another under a built-in domain's name
+SOURCE = starter_source(NAME) + '''
+import dataclasses
 
-    import dataclasses
-
-    from envs.sdk import Domain, GenContext, Rubric, Sandbox, TaskDraft, ToolError, UserScenario, call, template
-
-
-    def get_product(db: Sandbox, sku: str) -> dict:
-        """The product with this SKU (e.g. P-001): its name and its price in cents."""
-        row = db.one("SELECT * FROM products WHERE sku = ?", (sku,))
-        if row is None:
-            raise ToolError(f"no product {sku}")
-        return row
-
-
-    def _question(ctx: GenContext, asked: str, field: str) -> TaskDraft:
-        row = ctx.pick("SELECT * FROM products ORDER BY sku")
-        answer = str(row[field])
-        return TaskDraft(scenario=UserScenario(opening=f"What is the {asked} of {row['sku']}?",
-                                               goal=f"the {asked} of {row['sku']}"),
-                         golden_path=[call("get_product", sku=row["sku"])],
-                         rubrics=[Rubric(kind="must_mention", phrases=(answer,))],
-                         reference_answer=f"The {asked} of {row['sku']} is {answer}.")
-
-
-    @template(kind="information", split="train", variants=3)
-    def ask_price(ctx: GenContext) -> TaskDraft:
-        return _question(ctx, "price in cents", "price_cents")
-
-
-    @template(kind="information", split="heldout", variants=2)
-    def ask_name(ctx: GenContext) -> TaskDraft:
-        return _question(ctx, "name", "name")
-
-
-    def populate(conn, rng) -> None:
-        conn.executemany("INSERT INTO products VALUES (?, ?, ?)",
-                         [(f"P-{i:03d}", f"{colour} mug", rng.randrange(100, 2000))
-                          for i, colour in enumerate(["red", "blue", "green", "white", "black"], start=1)])
-
-
-    DOMAIN = Domain(
-        name="tiny_shop", description="Tiny Shop: product prices.",
-        schema_sql="CREATE TABLE products (sku TEXT PRIMARY KEY, name TEXT NOT NULL, price_cents INTEGER NOT NULL);",
-        policy="You are Tiny Shop's assistant. Look products up with get_product and answer briefly.",
-        today="2026-01-01", populate=populate, tools=[get_product], templates=[ask_price, ask_name],
-    )
-    CLASH = dataclasses.replace(DOMAIN, name="library")  # another domain under a built-in domain's name
-''')
+CLASH = dataclasses.replace(DOMAIN, name="library")
+'''
 
 
 def forget_references(monkeypatch: pytest.MonkeyPatch) -> None:

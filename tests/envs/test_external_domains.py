@@ -5,6 +5,7 @@ beside the built-in domains by name and its sessions open; a name two sources cl
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,3 +111,22 @@ def test_envs_validate_checks_a_domain_given_by_reference(shop: Path, capsys: py
         validate_main(["--domain", "airline"])
     assert usage.value.code == 2
     assert "unknown domain 'airline'" in capsys.readouterr().err
+
+
+def test_the_starter_domain_is_written_outside_the_package_and_validates(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the README tells a newcomer: `python -m envs.new_domain DIR/NAME`, then `envs.validate` on it."""
+    from envs.new_domain import main as new_domain_main
+
+    assert new_domain_main([str(tmp_path / "domains" / "my_shop")]) == 0
+    with pytest.raises(SystemExit):  # a second time: the folder exists, and nothing is overwritten
+        new_domain_main([str(tmp_path / "domains" / "my_shop")])
+    with pytest.raises(SystemExit):  # the folder's name becomes the domain's and the package's
+        new_domain_main([str(tmp_path / "domains" / "my-shop")])
+    monkeypatch.syspath_prepend(str(tmp_path / "domains"))
+    forget_references(monkeypatch)
+    try:
+        assert validate_main(["--domain", "my_shop:DOMAIN"]) == 0
+        assert [t.id for t in load_tasks("my_shop", "train")] == [f"my_shop/ask_price/{i:03d}" for i in range(3)]
+    finally:
+        sys.modules.pop("my_shop", None)

@@ -185,13 +185,17 @@ def test_embedded_flags_start_and_stop_a_tbjax_server(policy_dir, monkeypatch):
         return started[-1]
 
     monkeypatch.setattr(engine_flags, "start_embedded", recording)
-    args = evaluate.parse_args(["--engine", "embedded", "--model", str(policy_dir), "--out", "unused",
-                                "--server-args", "--slots 2 --max-len 512"])
+    flags = ["--engine", "embedded", "--model", str(policy_dir), "--out", "unused", "--server-args",
+             "--slots 2 --max-len 512"]
 
-    async def enter_and_leave():
+    async def enter_and_leave(args):
         async with engine_flags.trial_runner_from_flags(args) as runner:
             assert callable(runner) and healthy(started[0].urls[0])
 
-    asyncio.run(enter_and_leave())
+    # the default budget (the seed's 106k tokens) does not fit a 512-token sequence: refused before any start
+    with pytest.raises(SystemExit, match="--token-budget 106000 exceeds the embedded servers' --max-len 512"):
+        asyncio.run(enter_and_leave(evaluate.parse_args(flags)))
+    assert not started
+    asyncio.run(enter_and_leave(evaluate.parse_args([*flags, "--token-budget", "512"])))
     server = started[0].servers[0]
     assert server.argv[1:3] == ["-m", "tbjax.serve"] and server.process.poll() is not None  # stopped on exit
