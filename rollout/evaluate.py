@@ -36,6 +36,7 @@ from rollout.evaluation.report import markdown_report, write_plots
 from rollout.evaluation.runner import TrialRunner, run_trials
 from rollout.evaluation.suites import add_suite_flags, load_thinkingbox
 from rollout.evaluation.summary import summarize, task_rows
+from rollout.launch_sglang import LaunchError
 from rollout.records import TrialLog, TrialRecord, atomic_write, canonical_json, read_records
 from rollout.task_choice import command_tasks
 
@@ -119,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         summary = asyncio.run(_run(args))
-    except (FileExistsError, ValueError) as error:
+    except (FileExistsError, ValueError, LaunchError) as error:
         log.error("%s", error)
         return 2
     log.info("pass@1 %s over %d tasks, %d scored trials, %d system errors; reports in %s", summary["pass@1"],

@@ -41,6 +41,7 @@ from rollout.evaluation.selection import (
     band_counts,
     select,
 )
+from rollout.launch_sglang import LaunchError
 from rollout.records import TrialLog, atomic_write, canonical_json, read_records, task_counts
 from rollout.task_choice import BenchmarkExclusion, benchmark_exclusion, command_tasks
 
@@ -156,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             [i for path in args.exclude_ids for i in _read_ids(path)], args.exclude_prefix)
         manifest = run_selection(asyncio.run(_collect(args)), args.out, config, reference=args.reference,
                                  exclusion=exclusion)
-    except (FileExistsError, ValueError) as error:
+    except (FileExistsError, ValueError, LaunchError) as error:
         log.error("%s", error)
         return 2
     counts = manifest["counts"]

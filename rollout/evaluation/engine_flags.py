@@ -48,7 +48,10 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--model-name", help="name recorded in the trial records (default from the engine flags)")
     episode = parser.add_argument_group("episode")
     for name, default in vars(EpisodeConfig()).items():
-        episode.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+        episode.add_argument(f"--{name.replace('_', '-')}", type=type(default),
+                             default=None if name == "token_budget" else default,
+                             help=f"default {default}" + (" (embedded: at most the servers' --max-len)"
+                                                          if name == "token_budget" else ""))
     user = parser.add_argument_group("simulated user (default: the scripted user)")
     user.add_argument("--user-base-url", help="an OpenAI-compatible endpoint playing the user")
     user.add_argument("--user-model")
@@ -57,7 +60,20 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def episode_config(args: argparse.Namespace) -> EpisodeConfig:
-    return EpisodeConfig(**{name: getattr(args, name) for name in vars(EpisodeConfig())})
+    """The episode flags; an unset --token-budget is the seed's, or on embedded servers their --max-len when
+    that is shorter (an episode must fit one sequence: a budget set past it is refused by check_budget_fits)."""
+    settings = {name: getattr(args, name) for name in vars(EpisodeConfig())}
+    if settings["token_budget"] is None:
+        budget = EpisodeConfig().token_budget
+        settings["token_budget"] = min(budget, embedded_max_len(args.server_args)) if args.engine == "embedded" \
+            else budget
+    return EpisodeConfig(**settings)
+
+
+def embedded_max_len(server_args: str) -> int:
+    """The --max-len that --server-args gives each embedded server (tbjax.serve's default where it does not)."""
+    flags = shlex.split(server_args)
+    return int(flags[flags.index("--max-len") + 1]) if "--max-len" in flags[:-1] else EMBEDDED_MAX_LEN
 
 
 def session_opener(args: argparse.Namespace) -> SessionOpener | None:
@@ -101,8 +117,7 @@ def check_budget_fits(config: EpisodeConfig, server_args: str) -> None:
     """An embedded server holds at most --max-len tokens a sequence (tbjax.serve's default: 4096); an episode
     may grow to --token-budget. A budget past it would turn long episodes into refused requests, so the
     mismatch stops the command before any server starts."""
-    flags = shlex.split(server_args)
-    max_len = int(flags[flags.index("--max-len") + 1]) if "--max-len" in flags[:-1] else EMBEDDED_MAX_LEN
+    max_len = embedded_max_len(server_args)
     if config.token_budget > max_len:
         raise SystemExit(f"--token-budget {config.token_budget} exceeds the embedded servers' --max-len {max_len} "
                          f"(--server-args {server_args!r}): an episode could outgrow its sequence. Pass "
@@ -131,6 +146,9 @@ async def trial_runner_from_flags(args: argparse.Namespace, opener: SessionOpene
     if args.engine == "embedded":
         if not args.model:
             raise SystemExit("--engine embedded needs --model DIR (an HF model directory with its tokenizer)")
+        if not (Path(args.model) / "config.json").is_file():
+            raise SystemExit(f"--model {args.model}: no HF model directory there (config.json missing); give the "
+                             "directory a checkpoint was downloaded or exported to")
         check_budget_fits(config, args.server_args)
         supervisor = start_embedded(args.model, servers=args.servers, server_args=args.server_args)
         urls, tokenizer = supervisor.urls, args.model

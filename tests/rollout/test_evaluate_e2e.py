@@ -192,10 +192,21 @@ def test_embedded_flags_start_and_stop_a_tbjax_server(policy_dir, monkeypatch):
         async with engine_flags.trial_runner_from_flags(args) as runner:
             assert callable(runner) and healthy(started[0].urls[0])
 
-    # the default budget (the seed's 106k tokens) does not fit a 512-token sequence: refused before any start
+    # a budget past the servers' 512-token sequences is refused before any server starts; unset, it is theirs
     with pytest.raises(SystemExit, match="--token-budget 106000 exceeds the embedded servers' --max-len 512"):
-        asyncio.run(enter_and_leave(evaluate.parse_args(flags)))
+        asyncio.run(enter_and_leave(evaluate.parse_args([*flags, "--token-budget", "106000"])))
     assert not started
-    asyncio.run(enter_and_leave(evaluate.parse_args([*flags, "--token-budget", "512"])))
+    args = evaluate.parse_args(flags)
+    assert engine_flags.episode_config(args).token_budget == 512
+    asyncio.run(enter_and_leave(args))
     server = started[0].servers[0]
     assert server.argv[1:3] == ["-m", "tbjax.serve"] and server.process.poll() is not None  # stopped on exit
+
+
+def test_a_missing_model_directory_is_named_before_any_server_starts(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(engine_flags, "start_embedded", lambda *args, **kwargs: started.append(args))
+    with pytest.raises(SystemExit, match="--model .*nowhere: no HF model directory there"):
+        evaluate.main(["--engine", "embedded", "--model", str(tmp_path / "nowhere"), "--domain", "library",
+                       "--limit", "1", "--out", str(tmp_path / "out")])
+    assert not started
