@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from math import comb
 
 import numpy as np
-from scipy.stats import beta
 
 PASS_AT_K = (1, 5, 10, 20)  # the k values reported, those not above the campaign's trials per task
 
@@ -114,12 +113,20 @@ def _task_share(counts: Sequence[TaskCounts], hits: Sequence[bool]) -> dict[str,
     return {"count": count, "share": count / scored if scored else None}
 
 
+def _jeffreys_posterior(n: int, c: int):
+    """Beta(c + 1/2, n - c + 1/2), frozen. scipy.stats is imported here, not at the top: it takes longer to
+    import than the evaluation commands take to answer --help."""
+    from scipy.stats import beta
+
+    return beta(c + 0.5, n - c + 0.5)
+
+
 def jeffreys_interval(n: int, c: int, level: float = 0.95) -> tuple[float, float]:
     """Equal-tailed quantiles of the Jeffreys posterior Beta(c + 1/2, n - c + 1/2) of a success rate."""
     if not 0 <= c <= n:
         raise ValueError(f"successes {c} must lie in [0, trials {n}]")
     tail = (1.0 - level) / 2
-    low, high = beta.ppf([tail, 1.0 - tail], c + 0.5, n - c + 0.5)
+    low, high = _jeffreys_posterior(n, c).ppf([tail, 1.0 - tail])
     return float(low), float(high)
 
 
@@ -127,7 +134,7 @@ def band_masses(n: int, c: int, edges: Sequence[float]) -> list[float]:
     """Posterior mass of Beta(c + 1/2, n - c + 1/2) in each band [edges[i], edges[i+1])."""
     if list(edges) != sorted(edges) or edges[0] != 0.0 or edges[-1] != 1.0 or len(edges) < 3:
         raise ValueError(f"band edges must rise from 0 to 1 with at least two bands, got {list(edges)}")
-    cdf = beta.cdf(list(edges), c + 0.5, n - c + 0.5)
+    cdf = _jeffreys_posterior(n, c).cdf(list(edges))
     return [float(cdf[i + 1] - cdf[i]) for i in range(len(edges) - 1)]
 
 

@@ -23,7 +23,7 @@ from envs import Task
 from rollout.episode import derive_seed, run_episode
 from rollout.interpret import Interpreter
 from tbjax.config import TrainConfig, load_config
-from tbjax.engine.jax_engine import JaxEngine
+from tbjax.engine.configured import embedded_engine
 from tbjax.models.placement import load_policy
 from tbjax.pipeline.stages import heldout_split
 from tbjax.trainer.loop import session_opener
@@ -49,9 +49,7 @@ async def trials(policy: Path, config: TrainConfig, k: int) -> Counter[tuple[str
     _, heldout = heldout_split(config)
     tasks = [t for t in heldout if t.note is not None]
     interpreter = Interpreter.from_pretrained(policy)
-    r = config.rollout
-    engine = JaxEngine(load_policy(policy, config), slots=r.slots, max_len=r.max_len, prefill_chunk=r.prefill_chunk,
-                       deterministic=r.deterministic, weight_version="policy")
+    engine = embedded_engine(load_policy(policy, config), config.rollout, "policy")  # the evaluation's engine
 
     async def one(task: Task, trial: int) -> tuple[str, str, bool]:
         seed = derive_seed(config.evaluate.seed, task.id, trial)

@@ -97,10 +97,11 @@ def test_bad_price_table_is_a_clear_error(tmp_path):
 
 
 def test_default_price_table_is_the_checkouts_configs_prices_yaml(tmp_path, monkeypatch):
-    assert price_table.DEFAULT_PRICES == Path(__file__).resolve().parents[2] / "configs" / "prices.yaml"
+    # shipped inside the package, as a link to the one copy in configs/ (the wheel carries the file itself)
+    assert price_table.DEFAULT_PRICES.resolve() == Path(__file__).resolve().parents[2] / "configs" / "prices.yaml"
     table = price_table.load_prices()
     assert table.version and table.price("policy") is None  # no documented per-token price: cost unknown
-    monkeypatch.setattr(price_table, "DEFAULT_PRICES", tmp_path / "absent.yaml")  # installed without the checkout
+    monkeypatch.setattr(price_table, "DEFAULT_PRICES", tmp_path / "absent.yaml")  # no table at all
     assert price_table.load_prices().models == {}
     with pytest.raises(FileNotFoundError, match="--prices FILE"):
         price_table.load_prices(tmp_path / "absent.yaml")  # a table asked for by name must exist

@@ -18,7 +18,7 @@ from tbjax.models import from_pretrained
 from tests.tbjax.trainer.test_metrics_log import read_scalars
 
 HERE = Path(__file__).parent
-REPO = HERE.parents[1]
+REPO = HERE.parents[2]
 PROCESSES = 3
 
 
