@@ -6,7 +6,7 @@ Public API (stable): `from_pretrained(path, *, dtype="float32", mesh=None)` and
 """
 
 from tbjax.config import RuntimeConfig
-from tbjax.models.config import ModelConfig, UnsupportedModelError
+from tbjax.models.architecture import ModelConfig, UnsupportedModelError
 from tbjax.models.hf.exporter import save_pretrained
 from tbjax.models.hf.importer import from_pretrained
 from tbjax.models.hf.safetensors_reader import CheckpointError

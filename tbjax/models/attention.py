@@ -9,8 +9,8 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
+from tbjax.models.architecture import ModelConfig
 from tbjax.models.attention_kernels import attend
-from tbjax.models.config import ModelConfig
 from tbjax.models.layers import Projection, RMSNorm
 from tbjax.models.rope import apply_rotary
 from tbjax.parallel.sharding import ShardingRules

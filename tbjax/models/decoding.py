@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from tbjax.models.architecture import ModelConfig
 from tbjax.models.attention_kernels import xla_attention
-from tbjax.models.config import ModelConfig
 from tbjax.models.gated_deltanet import LinearState
 from tbjax.models.qwen import DecoderBlock, Qwen
 

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from tbjax.models.config import ModelConfig
+from tbjax.models.architecture import ModelConfig
 from tbjax.models.delta_rule import chunked_gated_delta, document_index, gated_delta_step
 from tbjax.models.layers import GatedRMSNorm, Projection, make_param
 from tbjax.models.short_conv import causal_conv

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from tbjax.models.config import ModelConfig
+from tbjax.models.architecture import ModelConfig
 
 INIT_STD = 0.02  # HF's initializer_range for Qwen
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from tbjax.models.config import ModelConfig
+from tbjax.models.architecture import ModelConfig
 from tbjax.models.layers import Projection, make_param
 
 

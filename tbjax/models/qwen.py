@@ -14,8 +14,8 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
+from tbjax.models.architecture import ModelConfig
 from tbjax.models.attention import Attention
-from tbjax.models.config import ModelConfig
 from tbjax.models.gated_deltanet import GatedDeltaNet
 from tbjax.models.layers import MLP, RMSNorm, make_param
 from tbjax.models.moe import SparseMoE

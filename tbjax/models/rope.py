@@ -11,7 +11,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from tbjax.models.config import RopeConfig
+from tbjax.models.architecture import RopeConfig
 
 
 def inverse_frequencies(rope: RopeConfig, head_dim: int) -> tuple[np.ndarray, float]:

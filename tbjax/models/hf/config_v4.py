@@ -4,7 +4,7 @@ transformers 5 writes the rotary settings as one `rope_parameters` dict; 4.x rea
 and `rope_scaling` and ignores `rope_parameters` without a word, so a server on 4.x would silently run a
 theta-1e6 Qwen3 with its class default 1e4 and sample different tokens. 4.x servers also pick the model
 class from `architectures` and the dtype from `torch_dtype`. Nothing else differs for the Qwen families
-tbjax exports, and tbjax itself reads both spellings (`tbjax.models.config`), so the v4 file loads here too.
+tbjax exports, and tbjax itself reads both spellings (`tbjax.models.architecture`), so the v4 file loads here too.
 """
 
 from __future__ import annotations

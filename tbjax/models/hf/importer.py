@@ -16,7 +16,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
 from tbjax.config import RuntimeConfig
-from tbjax.models.config import ModelConfig
+from tbjax.models.architecture import ModelConfig
 from tbjax.models.hf.layout import UNMODELLED_PARTS, TensorLayout, hf_layouts
 from tbjax.models.hf.safetensors_reader import CheckpointError, SafetensorsReader
 from tbjax.models.qwen import Qwen

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tbjax.models.config import ModelConfig
+from tbjax.models.architecture import ModelConfig
 
 ParamPath = tuple[str | int, ...]
 # Parts of a Qwen3.5 checkpoint tbjax does not model: loading skips them, export copies them unchanged.
