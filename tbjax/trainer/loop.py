@@ -3,7 +3,7 @@
 weights to the engine -> log. Resumes from the run directory.
 
 Only process 0 drives rollouts and writes the logs; the other processes receive each step's packed batch
-from it (trainer.multihost) and train, checkpoint and publish in lockstep. The embedded JaxEngine receives new
+from it (trainer.lockstep) and train, checkpoint and publish in lockstep. The embedded JaxEngine receives new
 parameters in memory (with one process it shares the trainer's devices; with several it serves a
 single-device copy on process 0), while SGLang servers load each published HF directory from disk.
 """
