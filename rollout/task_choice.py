@@ -125,9 +125,12 @@ def split_tasks(source: TaskSource, split: Split | None, *, for_training: bool =
     except DomainError as error:
         raise TaskChoiceError(f"{names.domains}: {error}") from error
     where = f"{names.file} {source.file}" if source.file else "the known domains"
-    every = _file_tasks(source, split, for_training) if source.file else load_tasks(split=split)
-    if for_training:
-        refuse_benchmark(every, where)
+    if source.file:  # refused there already, by id, before the tasks' domains must be known
+        every = _file_tasks(source, split, for_training)
+    else:
+        every = load_tasks(split=split)
+        if for_training:
+            refuse_benchmark(every, where)
     unknown = sorted(set(wanted or ()) - {task.domain for task in every})
     if unknown:
         kind = f"{split.value}-split tasks" if split else "tasks"
