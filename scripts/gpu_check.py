@@ -94,8 +94,8 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
     from flax import nnx
 
     from rollout.trajectory import Trajectory
-    from tbjax.config import LossConfig
     from tbjax.models import ModelConfig, Qwen, RuntimeConfig
+    from tbjax.sections.training import LossConfig
     from tbjax.trainer.packing import batch_from_groups
     from tbjax.trainer.update import GRPOTrainer
 

@@ -31,8 +31,8 @@ from bench_common import CONFIG, median_seconds
 from flax import nnx
 
 from rollout.trajectory import Trajectory
-from tbjax.config import LossConfig, OptimConfig
 from tbjax.models import ModelConfig, Qwen
+from tbjax.sections.training import LossConfig, OptimConfig
 from tbjax.trainer.objective import episode_advantages
 from tbjax.trainer.packing import PackedBatch, batch_from_groups
 from tbjax.trainer.update import GRPOTrainer

@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from tbjax.config import MismatchAction, MismatchMetric
+from tbjax.sections.training import MismatchAction, MismatchMetric
 from tbjax.trainer.objective import OLD_LOGPROBS
 from tbjax.trainer.packing import PackedBatch
 from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tbjax.config import KLEstimator, LossConfig
+from tbjax.sections.training import KLEstimator, LossConfig
 
 # Per-token float32 log-probs the trainer adds to a packed batch before an update's first optimizer step
 # (tbjax.trainer.update), laid out like its other fields: the pre-update policy's ("old", the ratio's

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rollout.trajectory import Trajectory
-from tbjax.config import LossConfig
+from tbjax.sections.training import LossConfig
 from tbjax.trainer.objective import episode_advantages, token_weights
 
 FIELDS = ("tokens", "positions", "segments", "targets", "mask", "behaviour_logprobs", "advantages", "weights")

@@ -47,10 +47,11 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from tbjax.config import LossConfig, OptimConfig, TrainConfig
+from tbjax.config import TrainConfig
 from tbjax.models import Qwen
 from tbjax.parallel.offload import HostOffload
 from tbjax.parallel.sharding import ShardingRules, param_shardings
+from tbjax.sections.training import LossConfig, OptimConfig
 from tbjax.trainer.logprobs import trained_logprobs
 from tbjax.trainer.objective import OLD_LOGPROBS, REF_LOGPROBS, loss_terms, step_metrics
 from tbjax.trainer.packing import (

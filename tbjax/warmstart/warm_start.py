@@ -38,9 +38,9 @@ from rollout.interpret.render import ChatRenderer
 from rollout.oracle import demonstrations, slipped_demonstrations
 from rollout.records import atomic_write
 from rollout.trajectory import Trajectory
-from tbjax.config import LossConfig, OptimConfig, WarmStartConfig
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_weights
+from tbjax.sections.training import LossConfig, OptimConfig, WarmStartConfig
 from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.packing import pack
 from tbjax.trainer.update import GRPOTrainer

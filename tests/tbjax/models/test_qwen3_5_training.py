@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from tbjax.config import LossConfig
 from tbjax.models import RuntimeConfig, from_pretrained
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
 from tbjax.parallel.sharding import ShardingError, ShardingRules
+from tbjax.sections.training import LossConfig
 from tbjax.trainer.logprobs import chunked_logprobs
 from tbjax.trainer.objective import policy_loss_terms
 from tbjax.trainer.packing import batch_from_groups

@@ -16,11 +16,12 @@ import pytest
 from rollout.engines.protocol import EngineError, SamplingParams
 from rollout.engines.sglang import MEMORY_TAGS, SGLangConfig, SGLangEngine
 from rollout.launch_sglang import LaunchConfig, Supervisor
-from tbjax.config import LossConfig, OptimConfig, load_config
+from tbjax.config import load_config
 from tbjax.models import from_pretrained
 from tbjax.models.hf.versions import publish_weights
 from tbjax.parallel.offload import HOST_MEMORY, HostOffload
 from tbjax.parallel.xla_memory import configure_xla_memory
+from tbjax.sections.training import LossConfig, OptimConfig
 from tbjax.trainer.handover import Handover, IllegalTransition, Phase
 from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.packing import batch_from_groups

@@ -11,10 +11,11 @@ import pytest
 import torch
 import transformers
 
-from tbjax.config import ConfigError, LossConfig, OptimConfig, load_config
+from tbjax.config import ConfigError, load_config
 from tbjax.models import from_pretrained
 from tbjax.models.hf.layout import hf_layouts
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
+from tbjax.sections.training import LossConfig, OptimConfig
 from tbjax.trainer.objective import OLD_LOGPROBS
 from tbjax.trainer.packing import batch_from_groups, split_episodes
 from tbjax.trainer.update import GRPOTrainer, TrainState

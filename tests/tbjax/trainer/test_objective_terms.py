@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tbjax.config import LossConfig
+from tbjax.sections.training import LossConfig
 from tbjax.trainer.logprobs import chunked_logprobs
 from tbjax.trainer.objective import group_advantages, policy_loss_terms, token_weights
 

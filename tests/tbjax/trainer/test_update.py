@@ -7,9 +7,9 @@ import pytest
 from flax import nnx
 
 from rollout.trajectory import Trajectory
-from tbjax.config import LossConfig, OptimConfig
 from tbjax.models import from_pretrained
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
+from tbjax.sections.training import LossConfig, OptimConfig
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from envs.oracle import Slip
-from tbjax.config import WarmStartConfig
 from tbjax.models import from_pretrained
+from tbjax.sections.training import WarmStartConfig
 from tbjax.trainer.packing import pack
 from tbjax.trainer.update import GRPOTrainer
 from tbjax.warmstart.warm_start import MLE, step_batch, warm_start

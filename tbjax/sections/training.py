@@ -1,0 +1,147 @@
+"""The sections of training: the GRPO objective (`grpo`), AdamW (`optim`), the update's settings and what
+watches it (`train`), and the warm start (`warm_start`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import NonNegativeInt, PositiveInt, model_validator
+
+from envs.oracle import Slip
+from tbjax.sections.base import Section
+
+Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+KLEstimator = Literal["k1", "k3"]
+MismatchMetric = Literal["logprob_gap", "logprob_gap_max", "mismatch_kl"]
+MismatchAction = Literal["warn", "fail"]
+
+
+class LossConfig(Section):
+    """The GRPO objective (tbjax.trainer.objective): clip ranges, aggregation, advantages, TIS and KL."""
+
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    dual_clip: float | None = None  # e.g. 3.0: bounds the loss of negative-advantage tokens at dual_clip * |A|
+    aggregation: Aggregation = "token_mean"
+    normalize_std: bool = True  # False: Dr. GRPO advantages (no std division)
+    advantage_eps: float = 1e-6
+    tis_cap: float | None = 2.0  # truncated importance sampling against rollout log-probs; None: off
+    kl_coef: float = 0.0  # KL to a frozen reference (the policy at the start of training); 0: off (the seed run)
+    kl_estimator: KLEstimator | None = None  # with kl_coef > 0; None: k3
+    norm_length: int = 8192  # seq-mean-token-sum-norm's constant
+
+    @model_validator(mode="after")
+    def _kl_can_act(self) -> LossConfig:
+        if self.kl_coef < 0:
+            raise ValueError(f"grpo.kl_coef={self.kl_coef} is negative: a KL penalty's weight is >= 0 (0: no KL)")
+        if self.kl_estimator is not None and not self.kl_coef:
+            raise ValueError(f"grpo.kl_estimator={self.kl_estimator} has no effect with grpo.kl_coef=0: set "
+                             "grpo.kl_coef > 0 to penalise KL to the reference, or leave kl_estimator unset")
+        return self
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether the loss needs reference log-probs (the KL term acts)."""
+        return self.kl_coef > 0
+
+
+class OptimConfig(Section):
+    """The seed run's AdamW: lr 1e-6, no weight decay, global-norm clipping at 1.0."""
+
+    learning_rate: float = 1e-6
+    weight_decay: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    warmup_steps: int = 0
+    grad_clip: float = 1.0
+
+
+class WarmStartConfig(Section):
+    """The warm start (tbjax.warmstart): steps 0 disables it. Few steps on purpose: GRPO needs a policy that
+    passes sometimes."""
+
+    steps: int = 0
+    episodes_per_step: int = 16
+    learning_rate: float = 1e-3
+    warmup_steps: int = 10
+    grad_clip: float = 1.0
+    seed: int = 0
+    checkpoint_every: int = 20
+    fresh_values: float = 0.0  # chance a drawn demonstration gets new random long numbers (warmstart.fresh_values)
+    copy_drills: int = 0  # updates on synthetic copy drills before the demonstrations (warmstart.copy_drills)
+    # slip kind (envs.oracle.Slip) -> chance a drawn demonstration of a task that admits it shows that mistake
+    slips: dict[str, float] = {}
+
+    @model_validator(mode="after")
+    def _slips_are_known_rates(self) -> WarmStartConfig:
+        unknown = sorted(set(self.slips) - {s.value for s in Slip})
+        if unknown:
+            raise ValueError(f"warm_start.slips names unknown slips {unknown}; known: {[s.value for s in Slip]}")
+        if any(not 0.0 <= rate <= 1.0 for rate in self.slips.values()):
+            raise ValueError(f"warm_start.slips rates must lie in [0, 1], got {self.slips}")
+        worst = sum(self.slips.get(s, 0.0) for s in (Slip.SKIP_VERIFICATION, Slip.STOP_EARLY, Slip.BYPASS_APPROVAL))
+        if worst > 1.0:
+            raise ValueError(f"warm_start.slips: an approval task admits skip_verification, stop_early and "
+                             f"bypass_approval, whose rates add up to {worst:.2f} > 1; lower them")
+        return self
+
+    def slip_rate(self, slip: Slip) -> float:
+        return self.slips.get(slip.value, 0.0)
+
+
+# train.* settings that watch a run without changing its trajectory (left out of the fingerprint)
+WATCH_SETTINGS = ("mismatch_stats", "mismatch_alarm", "mismatch_alarm_metric", "mismatch_action", "refit_probe",
+                  "refit_probe_tolerance")
+# train.* settings of how often a run is saved and how many saves it keeps (left out of the fingerprint: a resume
+# restores the state exactly whichever step it was saved at)
+SAVE_SETTINGS = ("checkpoint_every", "keep_checkpoints")
+
+
+class TrainSection(Section):
+    steps: int = 50
+    row_len: int = 32_768  # packed row width: at least the episode token budget
+    micro_batch_rows: int = 1  # packed rows per device per micro-batch: bounds activation memory
+    logprob_chunk: int = 8192
+    checkpoint_every: int = 5
+    keep_checkpoints: int = 3
+    resume: Literal["auto", "never"] = "auto"
+    allow_config_change: bool = False  # resume even if the config's fingerprint changed
+    # engine-vs-trainer log-prob mismatch of every step's trained tokens (tbjax.trainer.mismatch): the max gap and the
+    # mismatch KL cost one forward pass without gradient over the batch (the mean gap comes with the update)
+    mismatch_stats: bool = True
+    mismatch_alarm: float | None = None  # warn (or fail the step) when the metric exceeds this
+    mismatch_alarm_metric: MismatchMetric = "mismatch_kl"
+    mismatch_action: MismatchAction = "warn"
+    # after each publish every engine replica scores a fixed probe sequence, which must match the trainer's
+    # log-probs within the tolerance or the step fails (None: 1e-4 with float32 compute, 0.1 with bfloat16;
+    # tbjax.trainer.refit_check)
+    refit_probe: bool = True
+    refit_probe_tolerance: float | None = None
+    # AdamW's moments wait in pinned host memory while gradients accumulate and come to the device only for the
+    # optimizer's apply: frees twice the float32 parameters during the backward pass for a host round trip
+    # per step. Always so with rollout.placement=colocated, which keeps the trainer's state in host memory.
+    offload_optimizer: bool = False
+    # micro-batches scanned by one call of the update's accumulate program (0: all of the step's in one call,
+    # fastest on CPU); 1 compiles once whatever a step's count and is what large sharded models want
+    # (tbjax.trainer.update says why)
+    micro_batches_per_call: NonNegativeInt = 0
+    # optimizer steps per rollout batch: ppo_epochs passes over its episodes, dealt into mini_batches batches
+    # of their own; 1 and 1 is one step per batch, KL-free and with ratio 1 (tbjax.trainer.update says what acts)
+    ppo_epochs: PositiveInt = 1
+    mini_batches: PositiveInt = 1
+    # where the KL reference (the policy at the start of training; grpo.kl_coef > 0) waits between batches:
+    # sharded like the policy on the device, or in pinned host memory (a copy to the device once per batch)
+    reference_placement: Literal["device", "host"] = "device"
+
+    @model_validator(mode="after")
+    def _watch_can_act(self) -> TrainSection:
+        """An alarm on something never measured, or a threshold that means nothing, is an error."""
+        if self.mismatch_alarm is not None and self.mismatch_alarm_metric != "logprob_gap" and not self.mismatch_stats:
+            raise ValueError(f"train.mismatch_alarm on {self.mismatch_alarm_metric} needs train.mismatch_stats=true "
+                             "(only logprob_gap comes without it)")
+        if self.mismatch_alarm is not None and self.mismatch_alarm < 0:
+            raise ValueError("train.mismatch_alarm must be >= 0 (every mismatch metric is)")
+        if self.refit_probe_tolerance is not None and self.refit_probe_tolerance <= 0:
+            raise ValueError("train.refit_probe_tolerance must be > 0 (None: the compute dtype's default)")
+        return self
