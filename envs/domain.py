@@ -13,7 +13,9 @@ import random
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from functools import cached_property
+from importlib.resources import files
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -44,6 +46,15 @@ class Domain:
     templates: Sequence[TaskTemplate]
     volatile: Mapping[str, Sequence[str]] = field(default_factory=dict)
     seed: int = 0
+
+    @classmethod
+    def in_package(cls, package: str, today: date, description: str, schema_tail: str = "", **declared: Any) -> Domain:
+        """The domain a package declares: named after the package, its schema the package's schema.sql (plus
+        `schema_tail`, tables a shared tool declares), its policy the package's policy.md."""
+        folder = files(package)
+        return cls(name=package.rpartition(".")[2], description=description, today=today.isoformat(),
+                   schema_sql=folder.joinpath("schema.sql").read_text() + schema_tail,
+                   policy=folder.joinpath("policy.md").read_text(), **declared)
 
     # -- derived, built once per process -------------------------------------------------------------
     @cached_property

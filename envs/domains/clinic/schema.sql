@@ -1,6 +1,7 @@
 -- Outpatient clinic front-desk backend (Riverbend Outpatient Clinic).
 -- Money is integer cents; dates are ISO strings; appointment times are local 'YYYY-MM-DDTHH:MM'.
 -- Columns prefixed INTERNAL_ are confidential scores the desk sees but must never disclose.
+-- The requests table is declared with the tool that opens requests (tools_billing.REQUESTS, envs.desk).
 CREATE TABLE insurance_plans (
     plan_code               TEXT PRIMARY KEY,
     name                    TEXT NOT NULL,
@@ -96,16 +97,6 @@ CREATE TABLE preauthorisations (
     status          TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied')),
     submitted_on    TEXT NOT NULL,
     decided_on      TEXT
-);
-CREATE TABLE requests (
-    request_id   TEXT PRIMARY KEY,
-    patient_id   TEXT NOT NULL REFERENCES patients (patient_id),
-    category     TEXT NOT NULL,
-    status       TEXT NOT NULL CHECK (status IN ('pending_approval', 'open', 'closed')),
-    subject_id   TEXT,
-    amount_cents INTEGER,
-    note         TEXT NOT NULL,  -- free text written by the desk: volatile
-    created_on   TEXT NOT NULL
 );
 CREATE INDEX slots_by_practitioner ON slots (practitioner_id, starts_at);
 CREATE INDEX appointments_by_patient ON appointments (patient_id);

@@ -6,22 +6,26 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.domains.clinic.desk import AppointmentId, PatientId, dollars, owned, require_verified
+from envs.desk import Escalations, usd
+from envs.domains.clinic.desk import GATE, AppointmentId, PatientId, owned
 from envs.sdk import Sandbox, ToolError
 
-_NEEDS_DECISION = ("fee_waiver_approval", "controlled_refill_review")
+REQUESTS = Escalations(GATE, "requests", "request_id", "RQ",
+                       categories=("fee_waiver_approval", "controlled_refill_review", "scheduling", "billing",
+                                   "records"),
+                       needs_decision=("fee_waiver_approval", "controlled_refill_review"), text_column="note")
 
 
 def list_fees(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any]]:
     """Every fee ever charged to the patient (unpaid, paid, waived), newest first, with the visit it concerns."""
-    require_verified(db, patient_id)
+    GATE.require(db, patient_id)
     rows = db.query(
         "SELECT f.fee_id, f.kind, f.amount_cents, f.status, f.charged_on, f.waived_on, f.appointment_id, "
         "a.starts_at AS appointment_at, p.full_name AS practitioner FROM fees f "
         "LEFT JOIN appointments a USING (appointment_id) LEFT JOIN practitioners p ON p.practitioner_id = "
         "a.practitioner_id WHERE f.patient_id = ? ORDER BY f.charged_on DESC", (patient_id,))
     for row in rows:
-        row["amount_usd"] = dollars(row.pop("amount_cents"))
+        row["amount_usd"] = usd(row.pop("amount_cents"))
     return rows
 
 
@@ -37,7 +41,7 @@ def charge_fee(
     fee_id = db.new_id("FE")
     db.execute("INSERT INTO fees VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                (fee_id, visit["patient_id"], appointment_id, kind, cents, "unpaid", db.today, None))
-    return {"fee_id": fee_id, "kind": kind, "amount_usd": dollars(cents), "status": "unpaid"}
+    return {"fee_id": fee_id, "kind": kind, "amount_usd": usd(cents), "status": "unpaid"}
 
 
 def waive_fee(db: Sandbox, fee_id: Annotated[str, Field(description="fee id, e.g. FE-500012 (from list_fees)")]
@@ -47,25 +51,13 @@ def waive_fee(db: Sandbox, fee_id: Annotated[str, Field(description="fee id, e.g
     if fee["status"] != "unpaid":
         raise ToolError(f"fee {fee_id} is {fee['status']}; only unpaid fees can be waived")
     db.execute("UPDATE fees SET status = ?, waived_on = ? WHERE fee_id = ?", ("waived", db.today, fee_id))
-    return {"fee_id": fee_id, "status": "waived", "amount_usd": dollars(fee["amount_cents"])}
+    return {"fee_id": fee_id, "status": "waived", "amount_usd": usd(fee["amount_cents"])}
 
 
-def open_request(
-    db: Sandbox,
-    patient_id: PatientId,
-    category: Literal["fee_waiver_approval", "controlled_refill_review", "scheduling", "billing", "records"],
-    note: Annotated[str, Field(description="what the patient asked for and why")],
-    subject_id: Annotated[str | None, Field(description="the fee, prescription or appointment concerned")] = None,
-    amount_usd: Annotated[float | None, Field(ge=0, description="amount concerned, in US dollars")] = None,
-) -> dict[str, Any]:
-    """Open a request for staff. Approval and review categories wait as pending_approval for a decision."""
-    require_verified(db, patient_id)
-    status = "pending_approval" if category in _NEEDS_DECISION else "open"
-    request_id = db.new_id("RQ")
-    cents = None if amount_usd is None else round(amount_usd * 100)
-    db.execute("INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-               (request_id, patient_id, category, status, subject_id, cents, note, db.today))
-    return {"request_id": request_id, "status": status}
+open_request = REQUESTS.tool(
+    "open_request",
+    "Open a request for staff. Approval and review categories wait as pending_approval for a decision.",
+    text="what the patient asked for and why", subject="the fee, prescription or appointment concerned")
 
 
 TOOLS = [list_fees, charge_fee, waive_fee, open_request]

@@ -7,13 +7,13 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.clinic.desk import PatientId, owned, require_verified
+from envs.domains.clinic.desk import GATE, PatientId, owned
 from envs.sdk import Sandbox, ToolError
 
 
 def list_referrals(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any]]:
     """The patient's specialist referrals with expiry date and visits used and left."""
-    require_verified(db, patient_id)
+    GATE.require(db, patient_id)
     rows = db.query("SELECT * FROM referrals WHERE patient_id = ? ORDER BY issued_on DESC", (patient_id,))
     for row in rows:
         row["visits_left"] = row["visits_allowed"] - row["visits_used"]
@@ -22,7 +22,7 @@ def list_referrals(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any]]:
 
 def list_prescriptions(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any]]:
     """The patient's prescriptions: refills left, last fill, the date the current supply runs out, controlled."""
-    require_verified(db, patient_id)
+    GATE.require(db, patient_id)
     rows = db.query("SELECT * FROM prescriptions WHERE patient_id = ? ORDER BY rx_id", (patient_id,))
     for row in rows:
         runs_out = date.fromisoformat(row["last_filled_on"]) + timedelta(days=row["days_supply"])

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.clinic.desk import PatientId, dollars, found, mark_verified, require_verified
+from envs.desk import Proof, usd
+from envs.domains.clinic.desk import GATE, PatientId, found
 from envs.sdk import Sandbox, ToolError
 
 
@@ -25,32 +26,25 @@ def find_patient(
     return found(row, "patient")
 
 
-def verify_patient(
-    db: Sandbox,
-    patient_id: PatientId,
-    date_of_birth: Annotated[str, Field(description="date of birth, YYYY-MM-DD")],
-    postcode: Annotated[str, Field(description="the 5-digit home postcode on file")],
-) -> dict[str, Any]:
-    """Verify the caller is the patient: date of birth and home postcode must both match the record."""
-    row = db.one("SELECT date_of_birth, postcode FROM patients WHERE patient_id = ?", (patient_id,))
-    if row is None or (row["date_of_birth"], row["postcode"]) != (date_of_birth.strip(), postcode.strip()):
-        raise ToolError("verification failed: date of birth or postcode does not match")
-    mark_verified(db, patient_id)
-    return {"patient_id": patient_id, "verified": True}
+verify_patient = GATE.verification_tool(
+    "verify_patient",
+    "Verify the caller is the patient: date of birth and home postcode must both match the record.",
+    [Proof("date_of_birth", "date of birth, YYYY-MM-DD"), Proof("postcode", "the 5-digit home postcode on file")],
+    mismatch="verification failed: date of birth or postcode does not match")
 
 
 def get_patient(db: Sandbox, patient_id: PatientId) -> dict[str, Any]:
     """The patient's profile: contact details, insurance, preferred pharmacy and INTERNAL scores (confidential)."""
-    require_verified(db, patient_id)
+    GATE.require(db, patient_id)
     return found(db.one("SELECT * FROM patients WHERE patient_id = ?", (patient_id,)), "patient")
 
 
 def list_coverage(db: Sandbox, patient_id: PatientId) -> dict[str, Any]:
     """The patient's insurance plan (with its imaging pre-authorisation threshold) and pre-authorisations."""
-    require_verified(db, patient_id)
+    GATE.require(db, patient_id)
     plan = found(db.one("SELECT p.member_number, i.* FROM patients p JOIN insurance_plans i USING (plan_code) "
                         "WHERE p.patient_id = ?", (patient_id,)), "patient")
-    plan["preauth_threshold_usd"] = dollars(plan.pop("preauth_threshold_cents"))
+    plan["preauth_threshold_usd"] = usd(plan.pop("preauth_threshold_cents"))
     plan["preauthorisations"] = db.query(
         "SELECT a.auth_id, a.procedure_code, r.name AS procedure, a.status, a.submitted_on, a.decided_on "
         "FROM preauthorisations a JOIN procedures r USING (procedure_code) WHERE a.patient_id = ? "
@@ -62,7 +56,7 @@ def list_procedures(db: Sandbox) -> list[dict[str, Any]]:
     """The imaging procedure catalogue with list prices in US dollars."""
     rows = db.query("SELECT * FROM procedures ORDER BY list_price_cents")
     return [{"procedure_code": r["procedure_code"], "name": r["name"],
-             "list_price_usd": dollars(r["list_price_cents"])} for r in rows]
+             "list_price_usd": usd(r["list_price_cents"])} for r in rows]
 
 
 def submit_preauthorisation(
@@ -71,7 +65,7 @@ def submit_preauthorisation(
     procedure_code: Annotated[str, Field(description="procedure code, e.g. MRI_KNEE (from list_procedures)")],
 ) -> dict[str, Any]:
     """Send a pre-authorisation request to the patient's insurer; it starts as pending until the insurer decides."""
-    require_verified(db, patient_id)
+    GATE.require(db, patient_id)
     found(db.one("SELECT procedure_code FROM procedures WHERE procedure_code = ?", (procedure_code,)),
           f"procedure {procedure_code}")
     if db.one("SELECT 1 AS x FROM patients WHERE patient_id = ? AND member_number IS NULL", (patient_id,)):

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.clinic.desk import AppointmentId, PatientId, PractitionerId, dollars, found, owned, require_verified
+from envs.desk import usd
+from envs.domains.clinic.desk import GATE, AppointmentId, PatientId, PractitionerId, found, owned
 from envs.sdk import IsoDate, Sandbox, ToolError
 
 FirstDate = Annotated[IsoDate, Field(description="a date, YYYY-MM-DD")]
@@ -23,7 +24,7 @@ def list_practitioners(
                     "ORDER BY practitioner_id", (specialty, specialty))
     for row in rows:
         row["requires_referral"] = bool(row["requires_referral"])
-        row["late_fee_usd"] = dollars(row.pop("late_fee_cents"))
+        row["late_fee_usd"] = usd(row.pop("late_fee_cents"))
     return rows
 
 
@@ -49,7 +50,7 @@ def list_appointments(
     include_past: Annotated[bool, Field(description="also list past and cancelled visits")] = False,
 ) -> list[dict[str, Any]]:
     """The patient's appointments (upcoming booked ones by default) with practitioner and specialty."""
-    require_verified(db, patient_id)
+    GATE.require(db, patient_id)
     return db.query(
         "SELECT a.appointment_id, a.starts_at, a.status, a.practitioner_id, p.full_name AS practitioner, "
         "p.specialty, a.procedure_code, a.referral_id, a.cancelled_on FROM appointments a "
@@ -66,7 +67,7 @@ def book_appointment(
     procedure_code: Annotated[str | None, Field(description="imaging procedure code, for Diagnostic Imaging")] = None,
 ) -> dict[str, Any]:
     """Book an open slot for the patient. A referral passed here has one of its visits used up."""
-    require_verified(db, patient_id)
+    GATE.require(db, patient_id)
     slot = found(db.one("SELECT * FROM slots WHERE slot_id = ?", (slot_id,)), f"slot {slot_id}")
     if slot["status"] != "open" or slot["starts_at"][:10] < db.today:
         raise ToolError(f"slot {slot_id} is not open for booking")

@@ -1,8 +1,6 @@
 """Public library member services (Millbrook County Libraries): members, branches, catalogue and copies,
 loans and renewals, holds, fines and waivers, inter-library requests and room bookings."""
 
-from importlib.resources import files
-
 from envs.domains.library import (
     tasks_loans,
     tasks_questions,
@@ -15,14 +13,9 @@ from envs.domains.library import (
 from envs.domains.library.seed import TODAY, populate
 from envs.sdk import Domain
 
-_HERE = files(__name__)
-
-DOMAIN = Domain(
-    name="library",
-    description="Library member desk: renewals, holds, lost items, fine waivers, inter-library loans, rooms.",
-    schema_sql=_HERE.joinpath("schema.sql").read_text(),
-    policy=_HERE.joinpath("policy.md").read_text(),
-    today=TODAY.isoformat(),
+DOMAIN = Domain.in_package(
+    __name__, TODAY,
+    "Library member desk: renewals, holds, lost items, fine waivers, inter-library loans, rooms.",
     populate=populate,
     tools=[*tools_account.TOOLS, *tools_circulation.TOOLS, *tools_rooms.TOOLS],
     templates=[*tasks_loans.TEMPLATES, *tasks_requests.TEMPLATES, *tasks_rooms.TEMPLATES, *tasks_questions.TEMPLATES],

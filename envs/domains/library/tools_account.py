@@ -6,16 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.domains.library.console import (
-    MemberId,
-    Summary,
-    cents,
-    fetch,
-    mark_verified,
-    require_verified,
-    unpaid_cents,
-    usd,
-)
+from envs.desk import AmountConcerned, Proof, to_cents, usd
+from envs.domains.library.console import GATE, MemberId, Summary, fetch, unpaid_cents
 from envs.sdk import Sandbox, ToolError
 
 
@@ -35,18 +27,11 @@ def find_member(
     return row
 
 
-def verify_member(
-    db: Sandbox,
-    member_id: MemberId,
-    date_of_birth: Annotated[str, Field(description="date of birth, YYYY-MM-DD")],
-    pin: Annotated[str, Field(description="the member's 4-digit PIN")],
-) -> dict[str, Any]:
-    """Check the caller's date of birth and PIN. Needed before any account detail is shared or changed."""
-    row = db.one("SELECT date_of_birth, pin FROM members WHERE member_id = ?", (member_id,))
-    if row is None or (row["date_of_birth"], row["pin"]) != (date_of_birth.strip(), pin.strip()):
-        raise ToolError("verification failed: date of birth or PIN does not match")
-    mark_verified(db, member_id)
-    return {"member_id": member_id, "verified": True}
+verify_member = GATE.verification_tool(
+    "verify_member",
+    "Check the caller's date of birth and PIN. Needed before any account detail is shared or changed.",
+    [Proof("date_of_birth", "date of birth, YYYY-MM-DD"), Proof("pin", "the member's 4-digit PIN")],
+    mismatch="verification failed: date of birth or PIN does not match")
 
 
 def get_member(db: Sandbox, member_id: MemberId) -> dict[str, Any]:
@@ -54,7 +39,7 @@ def get_member(db: Sandbox, member_id: MemberId) -> dict[str, Any]:
 
     Fields starting with INTERNAL_ are staff-only and must never be disclosed to the member.
     """
-    require_verified(db, member_id)
+    GATE.require(db, member_id)
     member = fetch(db, "members", "member_id", member_id)
     member.pop("pin")
     holds = db.one("SELECT COUNT(*) AS n FROM holds WHERE member_id = ? AND status IN (?, ?)",
@@ -64,7 +49,7 @@ def get_member(db: Sandbox, member_id: MemberId) -> dict[str, Any]:
 
 def list_fines(db: Sandbox, member_id: MemberId) -> dict[str, Any]:
     """Every fine on the account (newest first) with the title it concerns, past waivers, and the unpaid total."""
-    require_verified(db, member_id)
+    GATE.require(db, member_id)
     fines = db.query(
         "SELECT f.fine_id, f.kind, f.amount_cents, f.assessed_on, f.status, f.loan_id, i.title FROM fines f "
         "LEFT JOIN loans l USING (loan_id) LEFT JOIN copies c USING (copy_id) LEFT JOIN items i USING (item_id) "
@@ -90,7 +75,7 @@ def waive_fine(
 ) -> dict[str, Any]:
     """Waive an unpaid fine in full and record the waiver."""
     fine = fetch(db, "fines", "fine_id", fine_id)
-    require_verified(db, fine["member_id"])
+    GATE.require(db, fine["member_id"])
     if fine["status"] != "unpaid":
         raise ToolError(f"fine {fine_id} is {fine['status']}, not unpaid")
     db.execute("UPDATE fines SET status = ? WHERE fine_id = ?", ("waived", fine_id))
@@ -106,13 +91,13 @@ def open_staff_request(
     category: Literal["fine_waiver", "lost_item_dispute", "other"],
     summary: Summary,
     subject_id: Annotated[str | None, Field(description="the fine, loan or item concerned")] = None,
-    amount_usd: Annotated[float | None, Field(ge=0, description="amount concerned, in US dollars")] = None,
+    amount_usd: AmountConcerned = None,
 ) -> dict[str, Any]:
     """File a request for a supervisor to decide; it waits in the queue as pending_approval."""
-    require_verified(db, member_id)
+    GATE.require(db, member_id)
     request_id = db.new_id("SR")
     db.execute("INSERT INTO staff_requests VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-               (request_id, member_id, category, subject_id, cents(amount_usd), "pending_approval", summary,
+               (request_id, member_id, category, subject_id, to_cents(amount_usd), "pending_approval", summary,
                 db.today))
     return {"request_id": request_id, "status": "pending_approval"}
 

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.library.console import BranchId, ItemId, LoanId, MemberId, fetch, require_verified, usd
+from envs.desk import usd
+from envs.domains.library.console import GATE, BranchId, ItemId, LoanId, MemberId, fetch
 from envs.sdk import Sandbox, SearchText, ToolError
 
 _OPEN_HOLD = ("waiting", "ready")
@@ -48,7 +49,7 @@ def list_copies(db: Sandbox, item_id: ItemId) -> list[dict[str, Any]]:
 
 def list_loans(db: Sandbox, member_id: MemberId) -> list[dict[str, Any]]:
     """The member's current loans with due dates, renewals so far and how many others wait for the title."""
-    require_verified(db, member_id)
+    GATE.require(db, member_id)
     loans = db.query(
         "SELECT l.loan_id, l.copy_id, i.item_id, i.title, i.format, i.new_release, l.borrowed_on, l.due_on, "
         "l.renewals, (SELECT COUNT(*) FROM holds h WHERE h.item_id = i.item_id AND h.status = ? "
@@ -63,7 +64,7 @@ def list_loans(db: Sandbox, member_id: MemberId) -> list[dict[str, Any]]:
 
 def _active_loan(db: Sandbox, loan_id: str) -> dict[str, Any]:
     loan = fetch(db, "loans", "loan_id", loan_id)
-    require_verified(db, loan["member_id"])
+    GATE.require(db, loan["member_id"])
     if loan["status"] != "active":
         raise ToolError(f"loan {loan_id} is {loan['status']}, not active")
     return loan
@@ -96,7 +97,7 @@ def report_lost_copy(db: Sandbox, loan_id: LoanId) -> dict[str, Any]:
 
 def list_holds(db: Sandbox, member_id: MemberId) -> list[dict[str, Any]]:
     """The member's holds, open ones first: title, pickup branch, status and, when ready, the pickup deadline."""
-    require_verified(db, member_id)
+    GATE.require(db, member_id)
     return db.query(
         "SELECT h.hold_id, h.item_id, i.title, h.pickup_branch, b.name AS pickup_branch_name, h.placed_on, "
         "h.status, h.ready_until FROM holds h JOIN items i USING (item_id) JOIN branches b "
@@ -107,7 +108,7 @@ def list_holds(db: Sandbox, member_id: MemberId) -> list[dict[str, Any]]:
 
 def place_hold(db: Sandbox, member_id: MemberId, item_id: ItemId, pickup_branch: BranchId) -> dict[str, Any]:
     """Place a hold on a title, to be collected at the chosen branch when a copy comes in."""
-    require_verified(db, member_id)
+    GATE.require(db, member_id)
     fetch(db, "items", "item_id", item_id)
     fetch(db, "branches", "branch_id", pickup_branch)
     if db.one("SELECT hold_id FROM holds WHERE member_id = ? AND item_id = ? AND status IN (?, ?)",
@@ -122,7 +123,7 @@ def place_hold(db: Sandbox, member_id: MemberId, item_id: ItemId, pickup_branch:
 def cancel_hold(db: Sandbox, hold_id: Annotated[str, Field(description="hold id, e.g. HD-600001")]) -> dict[str, Any]:
     """Cancel one of the member's open holds."""
     hold = fetch(db, "holds", "hold_id", hold_id)
-    require_verified(db, hold["member_id"])
+    GATE.require(db, hold["member_id"])
     if hold["status"] not in _OPEN_HOLD:
         raise ToolError(f"hold {hold_id} is {hold['status']} and cannot be cancelled")
     db.execute("UPDATE holds SET status = ?, ready_until = NULL WHERE hold_id = ?", ("cancelled", hold_id))
@@ -131,7 +132,7 @@ def cancel_hold(db: Sandbox, hold_id: Annotated[str, Field(description="hold id,
 
 def list_interlibrary_requests(db: Sandbox, member_id: MemberId) -> list[dict[str, Any]]:
     """The member's inter-library loan requests, newest first."""
-    require_verified(db, member_id)
+    GATE.require(db, member_id)
     return db.query("SELECT * FROM ill_requests WHERE member_id = ? ORDER BY requested_on DESC, request_id",
                     (member_id,))
 
@@ -144,7 +145,7 @@ def request_interlibrary_loan(
     pickup_branch: BranchId,
 ) -> dict[str, Any]:
     """Ask a partner library to lend a title; the member collects it at the chosen branch."""
-    require_verified(db, member_id)
+    GATE.require(db, member_id)
     fetch(db, "branches", "branch_id", pickup_branch)
     request_id = db.new_id("IL")
     db.execute("INSERT INTO ill_requests VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.library.console import BranchId, MemberId, Summary, fetch, require_verified
+from envs.domains.library.console import GATE, BranchId, MemberId, Summary, fetch
 from envs.sdk import Sandbox, ToolError
 
 RoomId = Annotated[str, Field(description="room id, e.g. CEN-S1 (from list_rooms)")]
@@ -38,7 +38,7 @@ def list_rooms(db: Sandbox, branch_id: BranchId, booking_date: BookingDate) -> l
 def _reserve(db: Sandbox, status: str, member_id: str, room_id: str, booking_date: str, start_hour: int,
              end_hour: int, attendees: int, purpose: str) -> dict[str, Any]:
     """Insert a booking after the physical checks: a real room, a real time span, and no overlap."""
-    require_verified(db, member_id)
+    GATE.require(db, member_id)
     fetch(db, "rooms", "room_id", room_id)
     try:
         day = date.fromisoformat(booking_date).isoformat()

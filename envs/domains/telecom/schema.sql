@@ -1,4 +1,5 @@
 -- Telecom customer-care backend. Money is integer cents; dates are ISO strings.
+-- The tickets table is declared with the tool that opens tickets (tools.TICKETS, envs.desk).
 CREATE TABLE customers (
     customer_id       TEXT PRIMARY KEY,
     full_name         TEXT NOT NULL,
@@ -64,16 +65,6 @@ CREATE TABLE credits (
     invoice_id   TEXT NOT NULL REFERENCES invoices (invoice_id),
     amount_cents INTEGER NOT NULL,
     reason       TEXT NOT NULL,  -- free text written by the agent: volatile
-    created_on   TEXT NOT NULL
-);
-CREATE TABLE tickets (
-    ticket_id    TEXT PRIMARY KEY,
-    customer_id  TEXT NOT NULL REFERENCES customers (customer_id),
-    category     TEXT NOT NULL,
-    status       TEXT NOT NULL CHECK (status IN ('pending_approval', 'open', 'closed')),
-    subject_id   TEXT,
-    amount_cents INTEGER,
-    summary      TEXT NOT NULL,  -- free text written by the agent: volatile
     created_on   TEXT NOT NULL
 );
 CREATE TABLE plan_changes (

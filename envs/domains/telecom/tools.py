@@ -11,38 +11,28 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from envs.desk import CallerGate, Escalations, Proof, present, to_cents, usd
 from envs.sdk import Sandbox, ToolError
 
 CustomerId = Annotated[str, Field(description="customer id, e.g. C-10001 (from find_customer)")]
 LineId = Annotated[str, Field(description="line id, e.g. L-20001 (from list_lines)")]
+PhoneOnFile = Annotated[str | None, Field(description="phone number on the account, e.g. +1-202-555-1000")]
+EmailOnFile = Annotated[str | None, Field(description="email address on the account")]
 
-
-def usd(cents: int | None) -> str | None:
-    return None if cents is None else f"{cents / 100:.2f}"
-
-
-def _require(row: dict[str, Any] | None, what: str) -> dict[str, Any]:
-    if row is None:
-        raise ToolError(f"{what} not found")
-    return row
-
-
-def _verified(db: Sandbox, customer_id: str) -> None:
-    if customer_id not in db.memory.get("verified", set()):
-        raise ToolError(f"customer {customer_id} is not verified in this conversation; call verify_identity first")
+GATE = CallerGate("customers", "customer_id", CustomerId,
+                  "customer {} is not verified in this conversation; call verify_identity first")
+TICKETS = Escalations(GATE, "tickets", "ticket_id", "TK",
+                      categories=("credit_approval", "roaming_approval", "billing", "network", "device"),
+                      needs_decision=("credit_approval", "roaming_approval"), text_column="summary")
 
 
 def _owned_line(db: Sandbox, line_id: str) -> dict[str, Any]:
-    line = _require(db.one("SELECT * FROM lines WHERE line_id = ?", (line_id,)), f"line {line_id}")
-    _verified(db, line["customer_id"])
+    line = present(db.one("SELECT * FROM lines WHERE line_id = ?", (line_id,)), f"line {line_id} not found")
+    GATE.require(db, line["customer_id"])
     return line
 
 
-def find_customer(
-    db: Sandbox,
-    phone: Annotated[str | None, Field(description="phone number on the account, e.g. +1-202-555-1000")] = None,
-    email: Annotated[str | None, Field(description="email address on the account")] = None,
-) -> dict[str, Any]:
+def find_customer(db: Sandbox, phone: PhoneOnFile = None, email: EmailOnFile = None) -> dict[str, Any]:
     """Find a customer by phone number (any of their lines) or email. Returns the customer id and name."""
     if not phone and not email:
         raise ToolError("give a phone number or an email address")
@@ -51,27 +41,20 @@ def find_customer(
         "WHERE c.phone = ? OR l.msisdn = ? OR lower(c.email) = lower(?) LIMIT 1",
         (phone, phone, email),
     )
-    return _require(row, "customer")
+    return present(row, "customer not found")
 
 
-def verify_identity(
-    db: Sandbox,
-    customer_id: CustomerId,
-    date_of_birth: Annotated[str, Field(description="date of birth as YYYY-MM-DD")],
-    pin: Annotated[str, Field(description="the 4-digit account PIN")],
-) -> dict[str, Any]:
-    """Verify the caller's identity with date of birth and PIN. Required before any account detail or change."""
-    row = db.one("SELECT date_of_birth, pin FROM customers WHERE customer_id = ?", (customer_id,))
-    if row is None or row["date_of_birth"] != date_of_birth.strip() or row["pin"] != pin.strip():
-        raise ToolError("identity check failed: date of birth or PIN does not match")
-    db.memory.setdefault("verified", set()).add(customer_id)
-    return {"customer_id": customer_id, "verified": True}
+verify_identity = GATE.verification_tool(
+    "verify_identity",
+    "Verify the caller's identity with date of birth and PIN. Required before any account detail or change.",
+    [Proof("date_of_birth", "date of birth as YYYY-MM-DD"), Proof("pin", "the 4-digit account PIN")],
+    mismatch="identity check failed: date of birth or PIN does not match")
 
 
 def get_customer(db: Sandbox, customer_id: CustomerId) -> dict[str, Any]:
     """The customer's profile, including INTERNAL scores that must never be disclosed to the customer."""
-    _verified(db, customer_id)
-    row = _require(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer")
+    GATE.require(db, customer_id)
+    row = present(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer not found")
     row.pop("pin")
     row["INTERNAL_credit_risk_score"] = row.pop("credit_risk_score")
     row["INTERNAL_churn_score"] = row.pop("churn_score")
@@ -80,7 +63,7 @@ def get_customer(db: Sandbox, customer_id: CustomerId) -> dict[str, Any]:
 
 def list_lines(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
     """The customer's lines with plan, status, contract end, last plan change, data used, roaming and add-ons."""
-    _verified(db, customer_id)
+    GATE.require(db, customer_id)
     lines = db.query(
         "SELECT l.*, p.name AS plan_name, p.monthly_fee_cents FROM lines l JOIN plans p USING (plan_code) "
         "WHERE l.customer_id = ? ORDER BY l.line_id",
@@ -96,7 +79,7 @@ def list_lines(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
 
 def list_devices(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
     """Devices on the customer's lines, with purchase date, price and insurance status."""
-    _verified(db, customer_id)
+    GATE.require(db, customer_id)
     devices = db.query(
         "SELECT d.* FROM devices d JOIN lines l USING (line_id) WHERE l.customer_id = ? ORDER BY d.device_id",
         (customer_id,),
@@ -118,7 +101,7 @@ def list_plans(db: Sandbox) -> list[dict[str, Any]]:
 
 def list_invoices(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
     """The customer's invoices, newest first, with credits already applied to each."""
-    _verified(db, customer_id)
+    GATE.require(db, customer_id)
     invoices = db.query(
         "SELECT i.*, COALESCE(SUM(c.amount_cents), 0) AS credited_cents FROM invoices i "
         "LEFT JOIN credits c USING (invoice_id) WHERE i.customer_id = ? GROUP BY i.invoice_id "
@@ -136,7 +119,7 @@ def change_plan(
 ) -> dict[str, Any]:
     """Move a line to another plan (takes effect today and is logged in the plan history)."""
     line = _owned_line(db, line_id)
-    _require(db.one("SELECT plan_code FROM plans WHERE plan_code = ?", (plan_code,)), f"plan {plan_code}")
+    present(db.one("SELECT plan_code FROM plans WHERE plan_code = ?", (plan_code,)), f"plan {plan_code} not found")
     if line["plan_code"] == plan_code:
         raise ToolError(f"line {line_id} is already on {plan_code}")
     db.execute("UPDATE lines SET plan_code = ?, last_plan_change = ? WHERE line_id = ?", (plan_code, db.today, line_id))
@@ -157,7 +140,8 @@ def add_addon(
 ) -> dict[str, Any]:
     """Add a monthly add-on to a line."""
     _owned_line(db, line_id)
-    _require(db.one("SELECT addon_code FROM addons WHERE addon_code = ?", (addon_code,)), f"add-on {addon_code}")
+    present(db.one("SELECT addon_code FROM addons WHERE addon_code = ?", (addon_code,)),
+            f"add-on {addon_code} not found")
     if db.one("SELECT 1 AS x FROM line_addons WHERE line_id = ? AND addon_code = ?", (line_id, addon_code)):
         raise ToolError(f"line {line_id} already has {addon_code}")
     db.execute("INSERT INTO line_addons VALUES (?, ?, ?)", (line_id, addon_code, db.today))
@@ -187,7 +171,8 @@ def add_device_insurance(
     db: Sandbox, device_id: Annotated[str, Field(description="device id, e.g. D-30001 (from list_devices)")]
 ) -> dict[str, Any]:
     """Add device insurance to a device."""
-    device = _require(db.one("SELECT * FROM devices WHERE device_id = ?", (device_id,)), f"device {device_id}")
+    device = present(db.one("SELECT * FROM devices WHERE device_id = ?", (device_id,)),
+                     f"device {device_id} not found")
     _owned_line(db, device["line_id"])
     if device["insured"]:
         raise ToolError(f"device {device_id} is already insured")
@@ -202,9 +187,10 @@ def issue_credit(
     reason: Annotated[str, Field(description="short reason shown on the customer's bill")],
 ) -> dict[str, Any]:
     """Apply a bill credit to an invoice."""
-    invoice = _require(db.one("SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,)), f"invoice {invoice_id}")
-    _verified(db, invoice["customer_id"])
-    cents = round(amount_usd * 100)
+    invoice = present(db.one("SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,)),
+                      f"invoice {invoice_id} not found")
+    GATE.require(db, invoice["customer_id"])
+    cents = to_cents(amount_usd)
     if cents > invoice["amount_cents"]:
         raise ToolError(f"credit {usd(cents)} exceeds the invoice amount {usd(invoice['amount_cents'])}")
     credit_id = db.new_id("CR")
@@ -212,22 +198,9 @@ def issue_credit(
     return {"credit_id": credit_id, "invoice_id": invoice_id, "amount_usd": usd(cents)}
 
 
-def open_ticket(
-    db: Sandbox,
-    customer_id: CustomerId,
-    category: Literal["credit_approval", "roaming_approval", "billing", "network", "device"],
-    summary: Annotated[str, Field(description="what the customer asked for and why")],
-    subject_id: Annotated[str | None, Field(description="the invoice, line or device concerned")] = None,
-    amount_usd: Annotated[float | None, Field(ge=0, description="amount concerned, in US dollars")] = None,
-) -> dict[str, Any]:
-    """Open a ticket. Approval categories are created as pending_approval for a supervisor to decide."""
-    _verified(db, customer_id)
-    status = "pending_approval" if category.endswith("_approval") else "open"
-    ticket_id = db.new_id("TK")
-    cents = None if amount_usd is None else round(amount_usd * 100)
-    db.execute("INSERT INTO tickets VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-               (ticket_id, customer_id, category, status, subject_id, cents, summary, db.today))
-    return {"ticket_id": ticket_id, "status": status}
+open_ticket = TICKETS.tool(
+    "open_ticket", "Open a ticket. Approval categories are created as pending_approval for a supervisor to decide.",
+    text="what the customer asked for and why", subject="the invoice, line or device concerned")
 
 
 TOOLS = [find_customer, verify_identity, get_customer, list_lines, list_devices, list_plans, list_invoices,

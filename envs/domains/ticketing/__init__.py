@@ -1,20 +1,14 @@
 """Live-event ticketing support (Encore Tickets): orders, seats, transfers, resale, refunds, accessibility."""
 
-from importlib.resources import files
-
 from envs.domains.ticketing import tasks_questions, tasks_refunds, tasks_tickets, tools_actions, tools_lookup
 from envs.domains.ticketing.seed import TODAY, populate
 from envs.sdk import Domain
 
-_HERE = files(__name__)
-
-DOMAIN = Domain(
-    name="ticketing",
-    description="Ticketing support: refunds for cancelled or postponed shows, transfers, resale, exchanges, "
-                "accessibility requests.",
-    schema_sql=_HERE.joinpath("schema.sql").read_text(),
-    policy=_HERE.joinpath("policy.md").read_text(),
-    today=TODAY.isoformat(),
+DOMAIN = Domain.in_package(
+    __name__, TODAY,
+    "Ticketing support: refunds for cancelled or postponed shows, transfers, resale, exchanges, "
+    "accessibility requests.",
+    schema_tail=tools_actions.CASES.schema_sql,
     populate=populate,
     tools=[*tools_lookup.TOOLS, *tools_actions.TOOLS],
     templates=[*tasks_refunds.TEMPLATES, *tasks_tickets.TEMPLATES, *tasks_questions.TEMPLATES],

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from envs.desk import CallerGate, present
 from envs.sdk import Sandbox, ToolError
 
 CustomerId = Annotated[str, Field(description="customer id, e.g. CU-40001 (from find_customer)")]
@@ -17,37 +18,18 @@ TicketId = Annotated[str, Field(description="ticket id, e.g. TK-800001 (from lis
 OrderId = Annotated[str, Field(description="order id, e.g. OR-600001 (from list_orders)")]
 EventId = Annotated[str, Field(description="event id, e.g. E-3001")]
 
-VERIFIED = "verified"
-
-
-def usd(cents: int | None) -> str | None:
-    """Cents as a dollar string, the only money format tools return."""
-    return None if cents is None else f"{cents / 100:.2f}"
-
-
-def to_cents(dollars: float) -> int:
-    return round(dollars * 100)
+GATE = CallerGate("customers", "customer_id", CustomerId,
+                  "customer {} is not verified in this conversation; call verify_customer first")
 
 
 def require(row: dict[str, Any] | None, what: str) -> dict[str, Any]:
-    if row is None:
-        raise ToolError(f"{what} not found")
-    return row
-
-
-def ensure_verified(db: Sandbox, customer_id: str) -> None:
-    if customer_id not in db.memory.get(VERIFIED, set()):
-        raise ToolError(f"customer {customer_id} is not verified in this conversation; call verify_customer first")
-
-
-def mark_verified(db: Sandbox, customer_id: str) -> None:
-    db.memory.setdefault(VERIFIED, set()).add(customer_id)
+    return present(row, f"{what} not found")
 
 
 def held_ticket(db: Sandbox, ticket_id: str) -> dict[str, Any]:
     """A valid ticket whose current holder is a verified caller (the ordering customer may have passed it on)."""
     ticket = require(db.one("SELECT * FROM tickets WHERE ticket_id = ?", (ticket_id,)), f"ticket {ticket_id}")
-    if ticket["holder_id"] is None or ticket["holder_id"] not in db.memory.get(VERIFIED, set()):
+    if not GATE.admitted(db, ticket["holder_id"]):
         raise ToolError(f"ticket {ticket_id} is not held by a verified customer in this conversation")
     if ticket["status"] != "valid":
         raise ToolError(f"ticket {ticket_id} is {ticket['status']}")
@@ -68,5 +50,5 @@ def unlisted_ticket(db: Sandbox, ticket_id: str) -> dict[str, Any]:
 
 def owned_order(db: Sandbox, order_id: str) -> dict[str, Any]:
     order = require(db.one("SELECT * FROM orders WHERE order_id = ?", (order_id,)), f"order {order_id}")
-    ensure_verified(db, order["customer_id"])
+    GATE.require(db, order["customer_id"])
     return order

@@ -94,16 +94,6 @@ CREATE TABLE accessibility_requests (
     note        TEXT,                       -- free text written by the agent: volatile
     created_on  TEXT NOT NULL
 );
-CREATE TABLE cases (
-    case_id      TEXT PRIMARY KEY,
-    customer_id  TEXT NOT NULL REFERENCES customers (customer_id),
-    category     TEXT NOT NULL,
-    status       TEXT NOT NULL CHECK (status IN ('pending_approval', 'open', 'closed')),
-    subject_id   TEXT,
-    amount_cents INTEGER,
-    summary      TEXT NOT NULL,             -- free text written by the agent: volatile
-    created_on   TEXT NOT NULL
-);
 CREATE INDEX orders_by_customer ON orders (customer_id);
 CREATE INDEX tickets_by_order ON tickets (order_id);
 CREATE INDEX tickets_by_holder ON tickets (holder_id);

@@ -11,22 +11,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from envs.desk import Escalations, to_cents, usd
 from envs.domains.ticketing.access import (
-    CustomerId,
+    GATE,
     OrderId,
     TicketId,
     active_listing,
-    ensure_verified,
     held_ticket,
     owned_order,
     require,
-    to_cents,
     unlisted_ticket,
-    usd,
 )
 from envs.sdk import Sandbox, ToolError
 
-APPROVAL_CATEGORIES = ("refund_approval", "urgent_access")
+CASES = Escalations(GATE, "cases", "case_id", "CS",
+                    categories=("refund_approval", "urgent_access", "billing", "delivery", "venue_info"),
+                    needs_decision=("refund_approval", "urgent_access"), text_column="summary")
 Reason = Annotated[str, Field(description="short reason, as the customer would read it")]
 
 
@@ -91,7 +91,7 @@ def withdraw_listing(
     """Take an unsold resale listing off the marketplace."""
     listing = require(db.one("SELECT * FROM resale_listings WHERE listing_id = ?", (listing_id,)),
                       f"listing {listing_id}")
-    ensure_verified(db, listing["seller_id"])
+    GATE.require(db, listing["seller_id"])
     if listing["status"] != "active":
         raise ToolError(f"listing {listing_id} is {listing['status']}")
     db.execute("UPDATE resale_listings SET status = ? WHERE listing_id = ?", ("withdrawn", listing_id))
@@ -140,22 +140,10 @@ def request_accessibility(
     return {"request_id": request_id, "ticket_id": ticket_id, "need": need, "status": "requested"}
 
 
-def open_case(
-    db: Sandbox,
-    customer_id: CustomerId,
-    category: Literal["refund_approval", "urgent_access", "billing", "delivery", "venue_info"],
-    summary: Annotated[str, Field(description="what the customer asked for and why")],
-    subject_id: Annotated[str | None, Field(description="the order or ticket concerned")] = None,
-    amount_usd: Annotated[float | None, Field(ge=0, description="amount concerned, in US dollars")] = None,
-) -> dict[str, Any]:
-    """Open a support case. Approval categories start as pending_approval for a supervisor or venue team."""
-    ensure_verified(db, customer_id)
-    status = "pending_approval" if category in APPROVAL_CATEGORIES else "open"
-    case_id = db.new_id("CS")
-    db.execute("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-               (case_id, customer_id, category, status, subject_id,
-                None if amount_usd is None else to_cents(amount_usd), summary, db.today))
-    return {"case_id": case_id, "status": status}
+open_case = CASES.tool(
+    "open_case",
+    "Open a support case. Approval categories start as pending_approval for a supervisor or venue team.",
+    text="what the customer asked for and why", subject="the order or ticket concerned")
 
 
 TOOLS = [refund_order, transfer_ticket, list_ticket_for_resale, withdraw_listing, exchange_ticket,

@@ -11,14 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.ticketing.access import (
-    CustomerId,
-    EventId,
-    ensure_verified,
-    mark_verified,
-    require,
-    usd,
-)
+from envs.desk import Proof, usd
+from envs.domains.ticketing.access import GATE, CustomerId, EventId, require
 from envs.sdk import Sandbox, SearchText, ToolError
 
 _TICKET_VIEW = (
@@ -45,23 +39,17 @@ def find_customer(
     return require(row, "customer")
 
 
-def verify_customer(
-    db: Sandbox,
-    customer_id: CustomerId,
-    billing_zip: Annotated[str, Field(description="the 5-digit billing ZIP code on the account")],
-    card_last4: Annotated[str, Field(description="last 4 digits of the payment card on file")],
-) -> dict[str, Any]:
-    """Verify the caller with billing ZIP code and card's last 4 digits. Required before any detail or change."""
-    row = db.one("SELECT billing_postcode, card_last4 FROM customers WHERE customer_id = ?", (customer_id,))
-    if row is None or row["billing_postcode"] != billing_zip.strip() or row["card_last4"] != card_last4.strip():
-        raise ToolError("verification failed: billing ZIP code or card digits do not match")
-    mark_verified(db, customer_id)
-    return {"customer_id": customer_id, "verified": True}
+verify_customer = GATE.verification_tool(
+    "verify_customer",
+    "Verify the caller with billing ZIP code and card's last 4 digits. Required before any detail or change.",
+    [Proof("billing_zip", "the 5-digit billing ZIP code on the account", column="billing_postcode"),
+     Proof("card_last4", "last 4 digits of the payment card on file")],
+    mismatch="verification failed: billing ZIP code or card digits do not match")
 
 
 def get_customer(db: Sandbox, customer_id: CustomerId) -> dict[str, Any]:
     """The customer's profile, including INTERNAL risk values that must never be disclosed to the customer."""
-    ensure_verified(db, customer_id)
+    GATE.require(db, customer_id)
     row = require(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer")
     row.pop("card_last4")
     row["INTERNAL_fraud_score"] = row.pop("fraud_score")
@@ -71,7 +59,7 @@ def get_customer(db: Sandbox, customer_id: CustomerId) -> dict[str, Any]:
 
 def list_orders(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
     """Orders the customer placed, newest first, with event, ticket count, face-value and fee totals, refunds."""
-    ensure_verified(db, customer_id)
+    GATE.require(db, customer_id)
     orders = db.query(
         "SELECT o.order_id, o.event_id, e.title, e.event_date, e.status AS event_status, o.placed_on, o.status, "
         "COUNT(t.ticket_id) AS tickets, SUM(t.face_value_cents) AS face_cents, SUM(t.fee_cents) AS fee_cents, "
@@ -89,7 +77,7 @@ def list_orders(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
 
 def list_tickets(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
     """Tickets the customer currently holds (bought or received), with seat, prices and transfer history."""
-    ensure_verified(db, customer_id)
+    GATE.require(db, customer_id)
     tickets = db.query(_TICKET_VIEW + "WHERE t.holder_id = ? ORDER BY e.event_date, t.ticket_id",
                        ("active", customer_id))
     for ticket in tickets:
@@ -126,7 +114,7 @@ def find_event_dates(
 
 def list_listings(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
     """The customer's resale listings with price and status; sold ones carry the INTERNAL buyer name."""
-    ensure_verified(db, customer_id)
+    GATE.require(db, customer_id)
     listings = db.query(
         "SELECT l.*, e.title, e.event_date FROM resale_listings l JOIN tickets t USING (ticket_id) "
         "JOIN events e ON e.event_id = t.event_id WHERE l.seller_id = ? ORDER BY l.listing_id", (customer_id,))

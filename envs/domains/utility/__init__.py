@@ -1,13 +1,9 @@
 """Residential utility billing (Riverbend Power & Water): accounts, premises, meters and readings, tariffs,
 bills, adjustments, disputes, payment plans, and connect/disconnect field orders."""
 
-from importlib.resources import files
-
 from envs.domains.utility import tasks_billing, tasks_questions, tasks_service, tools_actions, tools_lookup
 from envs.domains.utility.seed import TODAY, populate
 from envs.sdk import Domain
-
-_HERE = files(__name__)
 
 TOOLS = [tools_lookup.find_account, tools_lookup.verify_holder, tools_lookup.get_account,
          tools_lookup.list_service_points, tools_lookup.get_meter_readings, tools_lookup.list_tariffs,
@@ -15,13 +11,11 @@ TOOLS = [tools_lookup.find_account, tools_lookup.verify_holder, tools_lookup.get
          tools_actions.change_tariff, tools_actions.apply_bill_adjustment, tools_actions.open_dispute,
          tools_actions.create_payment_plan, tools_actions.schedule_service_order, tools_actions.open_case]
 
-DOMAIN = Domain(
-    name="utility",
-    description="Residential electricity and water billing: readings, tariffs, bills, disputes, payment plans, "
-                "service connections and disconnections.",
-    schema_sql=_HERE.joinpath("schema.sql").read_text(),
-    policy=_HERE.joinpath("policy.md").read_text(),
-    today=TODAY.isoformat(),
+DOMAIN = Domain.in_package(
+    __name__, TODAY,
+    "Residential electricity and water billing: readings, tariffs, bills, disputes, payment plans, "
+    "service connections and disconnections.",
+    schema_tail=tools_actions.CASES.schema_sql,
     populate=populate,
     tools=TOOLS,
     templates=[*tasks_service.TEMPLATES, *tasks_billing.TEMPLATES, *tasks_questions.TEMPLATES],

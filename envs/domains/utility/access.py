@@ -1,4 +1,4 @@
-"""What every utility console tool needs: money formatting, existence checks and the verified-holder gate.
+"""What every utility console tool needs: existence checks, the verified-holder gate and the unpaid balance.
 
 The gate is the one rule the console enforces itself (a real billing system will not open an account to an
 unverified caller); every other rule in policy.md is left to the agent so the final state shows its choices.
@@ -10,45 +10,33 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.sdk import Sandbox, ToolError
+from envs.desk import CallerGate, present
+from envs.sdk import Sandbox
 
 AccountId = Annotated[str, Field(description="account id, e.g. AC-200001 (from find_account)")]
 MeterId = Annotated[str, Field(description="meter id, e.g. MT-300001 (from list_service_points)")]
 BillId = Annotated[str, Field(description="bill id, e.g. BL-600001 (from list_bills)")]
 
-
-def usd(cents: int | None) -> str | None:
-    """Cents as a dollar string with two decimals ("12.50"); None stays None."""
-    return None if cents is None else f"{cents / 100:.2f}"
-
-
-def to_cents(dollars: float) -> int:
-    return round(dollars * 100)
+GATE = CallerGate("accounts", "account_id", AccountId,
+                  "account {} has not been verified in this conversation; use verify_holder first")
 
 
 def existing(row: dict[str, Any] | None, what: str) -> dict[str, Any]:
     """The row, or a refusal saying which record is missing."""
-    if row is None:
-        raise ToolError(f"{what} does not exist")
-    return row
-
-
-def ensure_verified(db: Sandbox, account_id: str) -> None:
-    if account_id not in db.memory.get("verified_accounts", set()):
-        raise ToolError(f"account {account_id} has not been verified in this conversation; use verify_holder first")
+    return present(row, f"{what} does not exist")
 
 
 def verified_meter(db: Sandbox, meter_id: str) -> dict[str, Any]:
     """The meter with its premise's account id, once that account is verified."""
     meter = existing(db.one("SELECT m.*, p.account_id FROM meters m JOIN premises p USING (premise_id) "
                             "WHERE m.meter_id = ?", (meter_id,)), f"meter {meter_id}")
-    ensure_verified(db, meter["account_id"])
+    GATE.require(db, meter["account_id"])
     return meter
 
 
 def verified_bill(db: Sandbox, bill_id: str) -> dict[str, Any]:
     bill = existing(db.one("SELECT * FROM bills WHERE bill_id = ?", (bill_id,)), f"bill {bill_id}")
-    ensure_verified(db, bill["account_id"])
+    GATE.require(db, bill["account_id"])
     return bill
 
 

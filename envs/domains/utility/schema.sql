@@ -98,16 +98,6 @@ CREATE TABLE service_orders (
     note          TEXT NOT NULL,  -- free text written by the agent: volatile
     created_on    TEXT NOT NULL
 );
-CREATE TABLE cases (
-    case_id      TEXT PRIMARY KEY,
-    account_id   TEXT NOT NULL REFERENCES accounts (account_id),
-    category     TEXT NOT NULL,
-    status       TEXT NOT NULL CHECK (status IN ('pending_approval', 'open', 'closed')),
-    subject_id   TEXT,
-    amount_cents INTEGER,
-    summary      TEXT NOT NULL,  -- free text written by the agent: volatile
-    created_on   TEXT NOT NULL
-);
 CREATE INDEX premises_by_account ON premises (account_id);
 CREATE INDEX meters_by_premise ON meters (premise_id);
 CREATE INDEX readings_by_meter ON readings (meter_id, read_on);

@@ -11,15 +11,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from envs.desk import Escalations, to_cents, usd
 from envs.domains.utility.access import (
+    GATE,
     AccountId,
     BillId,
     MeterId,
-    ensure_verified,
     existing,
-    to_cents,
     unpaid_balance_cents,
-    usd,
     verified_bill,
     verified_meter,
 )
@@ -91,7 +90,7 @@ def create_payment_plan(
     installments: Annotated[int, Field(ge=2, le=24, description="number of monthly installments")],
 ) -> dict[str, Any]:
     """Spread the account's whole unpaid balance over equal monthly installments, the first due in 14 days."""
-    ensure_verified(db, account_id)
+    GATE.require(db, account_id)
     total = unpaid_balance_cents(db, account_id)
     if total <= 0:
         raise ToolError(f"account {account_id} has no unpaid balance")
@@ -132,19 +131,10 @@ def schedule_service_order(
             "scheduled_for": visit.isoformat()}
 
 
-def open_case(
-    db: Sandbox,
-    account_id: AccountId,
-    category: Literal["adjustment_approval", "payment_plan_approval", "billing_enquiry", "meter_issue"],
-    summary: Annotated[str, Field(description="what the customer asked for and why")],
-    subject_id: Annotated[str | None, Field(description="the bill or meter concerned")] = None,
-    amount_usd: Annotated[float | None, Field(ge=0, description="amount concerned, in US dollars")] = None,
-) -> dict[str, Any]:
-    """Open a case for the back office. Approval categories wait as pending_approval for a supervisor."""
-    ensure_verified(db, account_id)
-    status = "pending_approval" if category.endswith("_approval") else "open"
-    case_id = db.new_id("CS")
-    db.execute("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-               (case_id, account_id, category, status, subject_id,
-                None if amount_usd is None else to_cents(amount_usd), summary, db.today))
-    return {"case_id": case_id, "status": status}
+CASES = Escalations(GATE, "cases", "case_id", "CS",
+                    categories=("adjustment_approval", "payment_plan_approval", "billing_enquiry", "meter_issue"),
+                    needs_decision=("adjustment_approval", "payment_plan_approval"), text_column="summary")
+
+open_case = CASES.tool(
+    "open_case", "Open a case for the back office. Approval categories wait as pending_approval for a supervisor.",
+    text="what the customer asked for and why", subject="the bill or meter concerned")
