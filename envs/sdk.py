@@ -5,8 +5,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from envs.arguments import IsoDate, SearchText
 from envs.domain import Domain
 from envs.sandbox import Sandbox
+from envs.service_desk import AmountConcerned, CallerGate, Escalations, Proof, present, to_cents, usd
 from envs.tasks import DecisionNote, Fact, Rubric, Split, TaskKind, ToolCall, UserScenario
 from envs.templates import GenContext, TaskDraft, TaskTemplate, call, template
 
-__all__ = ["DecisionNote", "Domain", "Fact", "GenContext", "IsoDate", "Rubric", "Sandbox", "SearchText", "Split",
-           "TaskDraft", "TaskKind", "TaskTemplate", "ToolCall", "ToolError", "UserScenario", "call", "template"]
+__all__ = ["AmountConcerned", "CallerGate", "DecisionNote", "Domain", "Escalations", "Fact", "GenContext", "IsoDate",
+           "Proof", "Rubric", "Sandbox", "SearchText", "Split", "TaskDraft", "TaskKind", "TaskTemplate", "ToolCall",
+           "ToolError", "UserScenario", "call", "present", "template", "to_cents", "usd"]

@@ -92,21 +92,13 @@ class Qwen(nnx.Module):
         self.lm_head = None if cfg.tie_word_embeddings else make_param(
             rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), cfg.param_dtype, "normal")
 
-    def __call__(
-        self,
-        input_ids: jax.Array,
-        positions: jax.Array | None = None,
-        segment_ids: jax.Array | None = None,
-    ) -> jax.Array:
+    def __call__(self, input_ids: jax.Array, positions: jax.Array | None = None,
+                 segment_ids: jax.Array | None = None) -> jax.Array:
         """input_ids: [batch, seq] int32 -> logits [batch, seq, vocab] float32."""
         return self.logits(self.hidden_states(input_ids, positions, segment_ids))
 
-    def hidden_states(
-        self,
-        input_ids: jax.Array,
-        positions: jax.Array | None = None,
-        segment_ids: jax.Array | None = None,
-    ) -> jax.Array:
+    def hidden_states(self, input_ids: jax.Array, positions: jax.Array | None = None,
+                      segment_ids: jax.Array | None = None) -> jax.Array:
         """Final-normed hidden states [batch, seq, embed] in the compute dtype (the trainer turns these
         into log-probs chunk by chunk, so [tokens, vocab] never materialises whole)."""
         cfg = self.config

@@ -11,8 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.desk import CallerGate, present
-from envs.sdk import Sandbox
+from envs.sdk import CallerGate, Sandbox, present
 
 PatientId = Annotated[str, Field(description="patient id, e.g. PT-100042 (from find_patient)")]
 AppointmentId = Annotated[str, Field(description="appointment id, e.g. AP-200317 (from list_appointments)")]

@@ -1,7 +1,7 @@
 -- Outpatient clinic front-desk backend (Riverbend Outpatient Clinic).
 -- Money is integer cents; dates are ISO strings; appointment times are local 'YYYY-MM-DDTHH:MM'.
 -- Columns prefixed INTERNAL_ are confidential scores the desk sees but must never disclose.
--- The requests table is declared with the tool that opens requests (tools_billing.REQUESTS, envs.desk).
+-- The requests table is declared with the tool that opens requests (tools_billing.REQUESTS, envs.service_desk).
 CREATE TABLE insurance_plans (
     plan_code               TEXT PRIMARY KEY,
     name                    TEXT NOT NULL,

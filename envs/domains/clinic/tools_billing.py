@@ -6,9 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.desk import Escalations, usd
 from envs.domains.clinic.desk import GATE, AppointmentId, PatientId, owned
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import Escalations, Sandbox, ToolError, usd
 
 REQUESTS = Escalations(GATE, "requests", "request_id", "RQ",
                        categories=("fee_waiver_approval", "controlled_refill_review", "scheduling", "billing",

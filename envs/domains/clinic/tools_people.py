@@ -7,9 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.desk import Proof, usd
 from envs.domains.clinic.desk import GATE, PatientId, found
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import Proof, Sandbox, ToolError, usd
 
 
 def find_patient(

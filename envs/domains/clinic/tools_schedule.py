@@ -7,9 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.desk import usd
 from envs.domains.clinic.desk import GATE, AppointmentId, PatientId, PractitionerId, found, owned
-from envs.sdk import IsoDate, Sandbox, ToolError
+from envs.sdk import IsoDate, Sandbox, ToolError, usd
 
 FirstDate = Annotated[IsoDate, Field(description="a date, YYYY-MM-DD")]
 LastDate = Annotated[IsoDate | None, Field(description="last date to include, YYYY-MM-DD; default 13 days on")]

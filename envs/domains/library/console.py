@@ -11,8 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.desk import CallerGate
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import CallerGate, Sandbox, ToolError
 
 MemberId = Annotated[str, Field(description="member id, e.g. M-100001 (from find_member)")]
 ItemId = Annotated[str, Field(description="catalogue item id, e.g. IT-50001 (from search_catalogue)")]

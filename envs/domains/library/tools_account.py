@@ -6,9 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.desk import AmountConcerned, Proof, to_cents, usd
 from envs.domains.library.console import GATE, MemberId, Summary, fetch, unpaid_cents
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import AmountConcerned, Proof, Sandbox, ToolError, to_cents, usd
 
 
 def find_member(

@@ -7,9 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.desk import usd
 from envs.domains.library.console import GATE, BranchId, ItemId, LoanId, MemberId, fetch
-from envs.sdk import Sandbox, SearchText, ToolError
+from envs.sdk import Sandbox, SearchText, ToolError, usd
 
 _OPEN_HOLD = ("waiting", "ready")
 _OPEN_ILL = ("requested", "in_transit", "arrived")

@@ -1,5 +1,5 @@
 -- Telecom customer-care backend. Money is integer cents; dates are ISO strings.
--- The tickets table is declared with the tool that opens tickets (tools.TICKETS, envs.desk).
+-- The tickets table is declared with the tool that opens tickets (tools.TICKETS, envs.service_desk).
 CREATE TABLE customers (
     customer_id       TEXT PRIMARY KEY,
     full_name         TEXT NOT NULL,

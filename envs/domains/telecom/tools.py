@@ -11,8 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.desk import CallerGate, Escalations, Proof, present, to_cents, usd
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import CallerGate, Escalations, Proof, Sandbox, ToolError, present, to_cents, usd
 
 CustomerId = Annotated[str, Field(description="customer id, e.g. C-10001 (from find_customer)")]
 LineId = Annotated[str, Field(description="line id, e.g. L-20001 (from list_lines)")]

@@ -10,8 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.desk import CallerGate, present
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import CallerGate, Sandbox, ToolError, present
 
 CustomerId = Annotated[str, Field(description="customer id, e.g. CU-40001 (from find_customer)")]
 TicketId = Annotated[str, Field(description="ticket id, e.g. TK-800001 (from list_tickets)")]

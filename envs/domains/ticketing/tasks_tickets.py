@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import ceil, floor
 from typing import Any
 
@@ -92,15 +93,19 @@ def pass_on_received_ticket(ctx: GenContext) -> TaskDraft:
     )
 
 
-def _resale_ticket(ctx: GenContext) -> dict[str, Any]:
-    return _ticket(ctx, "e.status = 'on_sale' AND e.resale_allowed = 1 AND e.event_date >= ?", (shifted(ctx, 3),))
+def _resale_offer(ctx: GenContext, factors: list[float], rounding: Callable[[float], int]
+                  ) -> tuple[dict[str, Any], dict[str, Any], str, int]:
+    """A resellable ticket, its holder, how they describe it, and an asking price in whole dollars: the resale
+    cap times one of `factors`, rounded (`floor` or `ceil`) so it stays on the intended side of the cap."""
+    ticket = _ticket(ctx, "e.status = 'on_sale' AND e.resale_allowed = 1 AND e.event_date >= ?", (shifted(ctx, 3),))
+    holder, _, described = _parties(ctx, ticket)
+    price = rounding(ticket["face_value_cents"] * RESALE_CAP_PERCENT * ctx.rng.choice(factors) / 10000)
+    return ticket, holder, described, price
 
 
 @template(kind="direct", split="train", variants=VARIANTS)
 def list_within_cap(ctx: GenContext) -> TaskDraft:
-    ticket = _resale_ticket(ctx)
-    holder, _, described = _parties(ctx, ticket)
-    price = floor(ticket["face_value_cents"] * RESALE_CAP_PERCENT * ctx.rng.choice([0.7, 0.85, 0.95, 1.0]) / 10000)
+    ticket, holder, described, price = _resale_offer(ctx, [0.7, 0.85, 0.95, 1.0], floor)
     return TaskDraft(
         scenario=scenario(holder, f"I'd like to resell {described} for ${price}.", f"the ticket listed at ${price}"),
         golden_path=[*_holder_reads(holder), call("get_event", event_id=ticket["event_id"]),
@@ -110,9 +115,7 @@ def list_within_cap(ctx: GenContext) -> TaskDraft:
 
 @template(kind="forbidden", split="train", variants=VARIANTS)
 def list_above_cap(ctx: GenContext) -> TaskDraft:
-    ticket = _resale_ticket(ctx)
-    holder, _, described = _parties(ctx, ticket)
-    price = ceil(ticket["face_value_cents"] * RESALE_CAP_PERCENT * ctx.rng.choice([1.1, 1.25, 1.5, 1.7]) / 10000)
+    _, holder, described, price = _resale_offer(ctx, [1.1, 1.25, 1.5, 1.7], ceil)
     return TaskDraft(
         scenario=scenario(holder, f"Demand is huge, so please list {described} on resale for ${price}.",
                           f"the ticket listed at ${price}"),

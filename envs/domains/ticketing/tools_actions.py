@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.desk import Escalations, to_cents, usd
 from envs.domains.ticketing.access import (
     GATE,
     OrderId,
@@ -22,7 +21,7 @@ from envs.domains.ticketing.access import (
     require,
     unlisted_ticket,
 )
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import Escalations, Sandbox, ToolError, to_cents, usd
 
 CASES = Escalations(GATE, "cases", "case_id", "CS",
                     categories=("refund_approval", "urgent_access", "billing", "delivery", "venue_info"),

@@ -11,9 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.desk import Proof, usd
 from envs.domains.ticketing.access import GATE, CustomerId, EventId, require
-from envs.sdk import Sandbox, SearchText, ToolError
+from envs.sdk import Proof, Sandbox, SearchText, ToolError, usd
 
 _TICKET_VIEW = (
     "SELECT t.ticket_id, t.order_id, t.event_id, e.title, e.event_date, e.status AS event_status, "

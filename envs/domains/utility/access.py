@@ -10,8 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.desk import CallerGate, present
-from envs.sdk import Sandbox
+from envs.sdk import CallerGate, Sandbox, present
 
 AccountId = Annotated[str, Field(description="account id, e.g. AC-200001 (from find_account)")]
 MeterId = Annotated[str, Field(description="meter id, e.g. MT-300001 (from list_service_points)")]

@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.desk import Escalations, to_cents, usd
 from envs.domains.utility.access import (
     GATE,
     AccountId,
@@ -22,7 +21,7 @@ from envs.domains.utility.access import (
     verified_bill,
     verified_meter,
 )
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import Escalations, Sandbox, ToolError, to_cents, usd
 
 Dollars = Annotated[float, Field(gt=0, description="amount in US dollars, e.g. 18.75")]
 

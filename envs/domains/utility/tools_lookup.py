@@ -7,9 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.desk import Proof, usd
 from envs.domains.utility.access import GATE, AccountId, MeterId, existing, unpaid_balance_cents, verified_meter
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import Proof, Sandbox, ToolError, usd
 
 
 def _canonical_phone(phone: str) -> str:

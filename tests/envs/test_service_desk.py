@@ -1,0 +1,74 @@
+"""The service desk's shared tools (envs/service_desk.py), in every built-in domain that uses them, through real
+MCP sessions: the verification tool admits only a caller whose stated facts match, and says the same whether
+the id or a fact is wrong; gated tools refuse until then; escalations start pending when a decision is needed
+and store the amount in cents."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+import envs
+from envs.domains.clinic.tools_billing import REQUESTS
+from envs.domains.telecom.tools import TICKETS
+from envs.domains.ticketing.tools_actions import CASES as TICKETING_CASES
+from envs.domains.utility.tools_actions import CASES as UTILITY_CASES
+from envs.service_desk import Escalations
+from envs.tasks import Task, ToolCall
+
+ESCALATIONS = {"telecom": (TICKETS, "open_ticket"), "clinic": (REQUESTS, "open_request"),
+               "ticketing": (TICKETING_CASES, "open_case"), "utility": (UTILITY_CASES, "open_case")}
+
+
+def _verification(task: Task, escalations: Escalations) -> ToolCall | None:
+    return next((c for c in task.golden_path
+                 if c.tool.startswith("verify_") and escalations.gate.id_column in c.args), None)
+
+
+def _text(result: object) -> str:
+    return result.content[0].text  # type: ignore[attr-defined]
+
+
+async def _desk_calls(domain: str, escalations: Escalations, tool: str) -> dict[str, object]:
+    task, verify = next((t, v) for t in envs.load_tasks(domain) if (v := _verification(t, escalations)))
+    caller = verify.args[escalations.gate.id_column]
+    proof = next(name for name in verify.args if name != escalations.gate.id_column)
+    opening = {escalations.gate.id_column: caller, escalations.text_column: "the caller asked for it",
+               "subject_id": None}
+    session = await envs.open_session(task)
+    seen = {
+        "wrong fact": await session.call_tool(verify.tool, {**verify.args, proof: verify.args[proof] + "9"}),
+        "unknown id": await session.call_tool(verify.tool, {**verify.args, escalations.gate.id_column: "NOBODY"}),
+        "before": await session.call_tool(tool, {**opening, "category": escalations.needs_decision[0]}),
+        "verified": await session.call_tool(verify.tool, verify.args),
+    }
+    seen["pending"] = await session.call_tool(tool, {**opening, "category": escalations.needs_decision[0],
+                                                     "amount_usd": 12.5})
+    routine = next(c for c in escalations.categories if c not in escalations.needs_decision)
+    seen["open"] = await session.call_tool(tool, {**opening, "category": routine})
+    seen["rows"] = session.sandbox.query(f"SELECT * FROM {escalations.table} WHERE {escalations.record_id} IN (?, ?)",
+                                         tuple(json.loads(_text(seen[k]))[escalations.record_id]
+                                               for k in ("pending", "open")))
+    seen["caller"] = caller
+    await session.close()
+    return seen
+
+
+@pytest.mark.parametrize("domain", sorted(ESCALATIONS))
+def test_verification_gates_and_escalations_in_every_desk(domain: str) -> None:
+    escalations, tool = ESCALATIONS[domain]
+    seen = asyncio.run(_desk_calls(domain, escalations, tool))
+    wrong, unknown = seen["wrong fact"], seen["unknown id"]
+    assert wrong.is_error and unknown.is_error  # type: ignore[attr-defined]
+    assert _text(wrong) == _text(unknown) and "verif" in _text(wrong)  # neither says which part was wrong
+    assert seen["before"].is_error and seen["caller"] in _text(seen["before"])  # type: ignore[attr-defined]
+    assert json.loads(_text(seen["verified"])) == {escalations.gate.id_column: seen["caller"], "verified": True}
+    pending, opened = (json.loads(_text(seen[k])) for k in ("pending", "open"))
+    assert (pending["status"], opened["status"]) == ("pending_approval", "open")
+    rows = {row[escalations.record_id]: row for row in seen["rows"]}  # type: ignore[union-attr]
+    stored = rows[pending[escalations.record_id]]
+    assert stored["amount_cents"] == 1250 and stored[escalations.gate.id_column] == seen["caller"]
+    assert stored[escalations.text_column] == "the caller asked for it"
+    assert rows[opened[escalations.record_id]]["amount_cents"] is None
