@@ -46,17 +46,13 @@ def present(row: Row | None, refusal: str) -> Row:
 
 def declared_tool(body: Callable[..., Any], name: str, doc: str,
                   parameters: Sequence[inspect.Parameter]) -> Callable[..., Any]:
-    """A tool function named `name` whose signature (after `db`) is `parameters` and whose description is `doc`:
-    what `Domain` derives the MCP schema from, for a tool whose body is shared by several desks."""
-
-    def tool(db: Sandbox, **arguments: Any) -> Any:
-        return body(db, **arguments)
-
-    tool.__name__ = tool.__qualname__ = name
-    tool.__doc__ = doc
-    db = inspect.Parameter("db", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Sandbox)
-    tool.__signature__ = inspect.Signature([db, *parameters], return_annotation=Row)  # type: ignore[attr-defined]
-    return tool
+    """`body` (a closure made for this one tool) named `name`, described by `doc`, with the signature `db` then
+    `parameters`: what `Domain` derives the MCP schema from, for a tool whose body several desks share."""
+    body.__name__ = body.__qualname__ = name
+    body.__doc__ = doc
+    body.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [_parameter("db", Sandbox), *parameters], return_annotation=Row)
+    return body
 
 
 def _parameter(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
