@@ -125,6 +125,12 @@ class Escalations:
     needs_decision: tuple[str, ...]
     text_column: str  # the agent's free text, also its parameter name: volatile in the graded state
 
+    def __post_init__(self) -> None:
+        if stray := [c for c in self.needs_decision if c not in self.categories]:
+            raise ValueError(f"escalations {self.table}: needs_decision names {stray}, which are not among the "
+                             f"categories {list(self.categories)}; a category the agent cannot choose never "
+                             "waits for a decision, so add it to categories or drop it")
+
     @property
     def schema_sql(self) -> str:
         """The table's DDL, for the domain to append to its schema."""

@@ -72,3 +72,9 @@ def test_verification_gates_and_escalations_in_every_desk(domain: str) -> None:
     assert stored["amount_cents"] == 1250 and stored[escalations.gate.id_column] == seen["caller"]
     assert stored[escalations.text_column] == "the caller asked for it"
     assert rows[opened[escalations.record_id]]["amount_cents"] is None
+
+
+def test_a_decision_category_the_agent_cannot_choose_is_refused_at_declaration() -> None:
+    with pytest.raises(ValueError, match="refund_aproval"):
+        Escalations(TICKETS.gate, "cases", "case_id", "CS", categories=("refund_approval", "billing"),
+                    needs_decision=("refund_aproval",), text_column="summary")
