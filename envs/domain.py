@@ -23,9 +23,11 @@ from mcp.server.mcpserver.tools.base import Tool
 from pydantic import AfterValidator, ValidationError
 
 from envs.arguments import argument_refusal, input_errors_refused, storable
+from envs.domain_file import DomainFile
 from envs.sandbox import DatabaseTemplate, Sandbox
 
 if TYPE_CHECKING:
+    from envs.service_desk import Escalations
     from envs.templates import TaskTemplate
 
 ToolFunction = Callable[..., Any]
@@ -48,13 +50,19 @@ class Domain:
     seed: int = 0
 
     @classmethod
-    def in_package(cls, package: str, today: date, description: str, schema_tail: str = "", **declared: Any) -> Domain:
-        """The domain a package declares: named after the package, its schema the package's schema.sql (plus
-        `schema_tail`, tables a shared tool declares), its policy the package's policy.md."""
+    def in_package(cls, package: str, today: date, escalations: Escalations | None = None, **declared: Any) -> Domain:
+        """The domain a package declares: named after the package; its description, tables and volatile columns
+        from the package's domain.yaml, its policy from policy.md. `escalations`, the desk's escalation record,
+        adds its table and its free-text column to the volatile ones."""
         folder = files(package)
-        return cls(name=package.rpartition(".")[2], description=description, today=today.isoformat(),
-                   schema_sql=folder.joinpath("schema.sql").read_text() + schema_tail,
-                   policy=folder.joinpath("policy.md").read_text(), **declared)
+        data = DomainFile.read(folder)
+        schema_sql, volatile = data.schema_sql, dict(data.volatile)
+        if escalations is not None:
+            schema_sql += escalations.schema_sql
+            volatile[escalations.table] = [escalations.text_column]
+        return cls(name=package.rpartition(".")[2], description=data.description, today=today.isoformat(),
+                   schema_sql=schema_sql, policy=folder.joinpath("policy.md").read_text(), volatile=volatile,
+                   **declared)
 
     # -- derived, built once per process -------------------------------------------------------------
     @cached_property

@@ -55,7 +55,7 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_default_config(tmp_path
     wheel = next((tmp_path / "dist").glob("tbjax-*.whl"))
     shipped = set(zipfile.ZipFile(wheel).namelist())
     assert {"tbjax/configs/tiny-cpu.yaml", "tbjax/configs/qwen3-8b-1x8.yaml", "rollout/evaluation/prices.yaml",
-            "tbjax/assets/chat_template.jinja", "envs/domains/library/schema.sql"} <= shipped
+            "tbjax/assets/chat_template.jinja", "envs/domains/library/domain.yaml"} <= shipped
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, capture_output=True, timeout=600)

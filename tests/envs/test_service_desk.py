@@ -1,7 +1,7 @@
 """The service desk's shared tools (envs/service_desk.py), in every built-in domain that uses them, through real
 MCP sessions: the verification tool admits only a caller whose stated facts match, and says the same whether
-the id or a fact is wrong; gated tools refuse until then; escalations start pending when a decision is needed
-and store the amount in cents."""
+the id or a fact is wrong; gated tools refuse until then; escalations start pending when a decision is needed,
+store the amount in cents, and leave their free text out of the graded state."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from envs.domains.clinic.tools_billing import REQUESTS
 from envs.domains.telecom.tools import TICKETS
 from envs.domains.ticketing.tools_actions import CASES as TICKETING_CASES
 from envs.domains.utility.tools_actions import CASES as UTILITY_CASES
+from envs.registry import get_domain
 from envs.service_desk import Escalations
 from envs.tasks import Task, ToolCall
 
@@ -52,6 +53,7 @@ async def _desk_calls(domain: str, escalations: Escalations, tool: str) -> dict[
                                          tuple(json.loads(_text(seen[k]))[escalations.record_id]
                                                for k in ("pending", "open")))
     seen["caller"] = caller
+    seen["graded"] = get_domain(domain).database.tables[escalations.table].graded_columns
     await session.close()
     return seen
 
@@ -72,6 +74,8 @@ def test_verification_gates_and_escalations_in_every_desk(domain: str) -> None:
     assert stored["amount_cents"] == 1250 and stored[escalations.gate.id_column] == seen["caller"]
     assert stored[escalations.text_column] == "the caller asked for it"
     assert rows[opened[escalations.record_id]]["amount_cents"] is None
+    # the domain declared its escalations once: their free text is left out of the graded state, the rest is in
+    assert escalations.text_column not in seen["graded"] and "category" in seen["graded"]  # type: ignore[operator]
 
 
 def test_a_decision_category_the_agent_cannot_choose_is_refused_at_declaration() -> None:

@@ -13,13 +13,7 @@ from envs.domains.clinic import (
 from envs.domains.clinic.seed import TODAY, populate
 from envs.sdk import Domain
 
-DOMAIN = Domain.in_package(
-    __name__, TODAY,
-    "Outpatient clinic front desk: appointment slots, specialist referrals, prescription refills, "
-    "imaging pre-authorisations and cancellation fees.",
-    schema_tail=tools_billing.REQUESTS.schema_sql,
-    populate=populate,
-    tools=[*tools_people.TOOLS, *tools_schedule.TOOLS, *tools_care.TOOLS, *tools_billing.TOOLS],
-    templates=[*tasks_booking.TEMPLATES, *tasks_care.TEMPLATES, *tasks_fees.TEMPLATES, *tasks_questions.TEMPLATES],
-    volatile={"requests": ["note"]},
-)
+DOMAIN = Domain.in_package(__name__, TODAY, escalations=tools_billing.REQUESTS, populate=populate,
+                           tools=[*tools_people.TOOLS, *tools_schedule.TOOLS, *tools_care.TOOLS, *tools_billing.TOOLS],
+                           templates=[*tasks_booking.TEMPLATES, *tasks_care.TEMPLATES, *tasks_fees.TEMPLATES,
+                                      *tasks_questions.TEMPLATES])

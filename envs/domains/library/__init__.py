@@ -13,13 +13,7 @@ from envs.domains.library import (
 from envs.domains.library.seed import TODAY, populate
 from envs.sdk import Domain
 
-DOMAIN = Domain.in_package(
-    __name__, TODAY,
-    "Library member desk: renewals, holds, lost items, fine waivers, inter-library loans, rooms.",
-    populate=populate,
-    tools=[*tools_account.TOOLS, *tools_circulation.TOOLS, *tools_rooms.TOOLS],
-    templates=[*tasks_loans.TEMPLATES, *tasks_requests.TEMPLATES, *tasks_rooms.TEMPLATES, *tasks_questions.TEMPLATES],
-    # Free text the agent writes is not graded; inter-library titles are typed as the member said them.
-    volatile={"waivers": ["reason"], "staff_requests": ["summary"], "room_bookings": ["purpose"],
-              "ill_requests": ["title", "author"]},
-)
+DOMAIN = Domain.in_package(__name__, TODAY, populate=populate,
+                           tools=[*tools_account.TOOLS, *tools_circulation.TOOLS, *tools_rooms.TOOLS],
+                           templates=[*tasks_loans.TEMPLATES, *tasks_requests.TEMPLATES, *tasks_rooms.TEMPLATES,
+                                      *tasks_questions.TEMPLATES])

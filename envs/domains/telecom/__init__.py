@@ -4,12 +4,6 @@ from envs.domains.telecom import tasks_changes, tasks_questions, tools
 from envs.domains.telecom.seed import TODAY, populate
 from envs.sdk import Domain
 
-DOMAIN = Domain.in_package(
-    __name__, TODAY,
-    "Mobile-operator customer care: plan changes, roaming, add-ons, device insurance, bill credits.",
-    schema_tail=tools.TICKETS.schema_sql,
-    populate=populate,
-    tools=tools.TOOLS,
-    templates=[*tasks_changes.TEMPLATES, *tasks_questions.TEMPLATES],
-    volatile={"credits": ["reason"], "tickets": ["summary"]},
-)
+DOMAIN = Domain.in_package(__name__, TODAY, escalations=tools.TICKETS, populate=populate,
+                           tools=tools.TOOLS,
+                           templates=[*tasks_changes.TEMPLATES, *tasks_questions.TEMPLATES])

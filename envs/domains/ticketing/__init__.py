@@ -4,13 +4,6 @@ from envs.domains.ticketing import tasks_questions, tasks_refunds, tasks_tickets
 from envs.domains.ticketing.seed import TODAY, populate
 from envs.sdk import Domain
 
-DOMAIN = Domain.in_package(
-    __name__, TODAY,
-    "Ticketing support: refunds for cancelled or postponed shows, transfers, resale, exchanges, "
-    "accessibility requests.",
-    schema_tail=tools_actions.CASES.schema_sql,
-    populate=populate,
-    tools=[*tools_lookup.TOOLS, *tools_actions.TOOLS],
-    templates=[*tasks_refunds.TEMPLATES, *tasks_tickets.TEMPLATES, *tasks_questions.TEMPLATES],
-    volatile={"refunds": ["reason"], "accessibility_requests": ["note"], "cases": ["summary"]},
-)
+DOMAIN = Domain.in_package(__name__, TODAY, escalations=tools_actions.CASES, populate=populate,
+                           tools=[*tools_lookup.TOOLS, *tools_actions.TOOLS],
+                           templates=[*tasks_refunds.TEMPLATES, *tasks_tickets.TEMPLATES, *tasks_questions.TEMPLATES])

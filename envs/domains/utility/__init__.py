@@ -11,13 +11,6 @@ TOOLS = [tools_lookup.find_account, tools_lookup.verify_holder, tools_lookup.get
          tools_actions.change_tariff, tools_actions.apply_bill_adjustment, tools_actions.open_dispute,
          tools_actions.create_payment_plan, tools_actions.schedule_service_order, tools_actions.open_case]
 
-DOMAIN = Domain.in_package(
-    __name__, TODAY,
-    "Residential electricity and water billing: readings, tariffs, bills, disputes, payment plans, "
-    "service connections and disconnections.",
-    schema_tail=tools_actions.CASES.schema_sql,
-    populate=populate,
-    tools=TOOLS,
-    templates=[*tasks_service.TEMPLATES, *tasks_billing.TEMPLATES, *tasks_questions.TEMPLATES],
-    volatile={"adjustments": ["reason"], "disputes": ["details"], "service_orders": ["note"], "cases": ["summary"]},
-)
+DOMAIN = Domain.in_package(__name__, TODAY, escalations=tools_actions.CASES, populate=populate,
+                           tools=TOOLS,
+                           templates=[*tasks_service.TEMPLATES, *tasks_billing.TEMPLATES, *tasks_questions.TEMPLATES])
