@@ -30,18 +30,42 @@ TIME_KEYS = ("time_", "tokens_per_s")
 pytestmark = pytest.mark.slow
 
 
-def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tbjax.train", *SHORT, *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+def start(*args: str, cwd: Path) -> subprocess.Popen:
+    """`tbjax.train` with the short settings in `cwd`, its output in cwd/pipeline.log (a pipe could fill and
+    stall a run while another is awaited)."""
+    with (cwd / "pipeline.log").open("w") as log:
+        return subprocess.Popen([sys.executable, "-m", "tbjax.train", *SHORT, *args], cwd=cwd, stdout=log,
+                                stderr=subprocess.STDOUT,
+                                env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+
+
+def finish(process: subprocess.Popen, cwd: Path) -> str:
+    """The run's output, once it has exited cleanly."""
+    process.wait(timeout=600)
+    output = (cwd / "pipeline.log").read_text()
+    assert process.returncode == 0, output[-6000:]
+    return output
+
+
+# The module's pipelines, started side by side (each is mostly one busy thread on CPU): the first, the same seed
+# again, and one without a selection.
+PIPELINES = {"first": ["evaluate.tasks=4"], "again": ["evaluate.tasks=4"],
+             "no_selection": ["evaluate.tasks=4", "select.candidates=0", "warm_start.steps=0", "groups.groups=3",
+                              "tasks.draw=by_kind"]}
 
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory) -> Path:
-    cwd = tmp_path_factory.mktemp("first")
-    result = run("evaluate.tasks=4", cwd=cwd)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return cwd / "runs" / "default"
+def pipelines(tmp_path_factory) -> dict[str, Path]:
+    cwds = {name: tmp_path_factory.mktemp(name) for name in PIPELINES}
+    processes = {name: start(*PIPELINES[name], cwd=cwd) for name, cwd in cwds.items()}
+    for name, process in processes.items():
+        finish(process, cwds[name])
+    return {name: cwd / "runs" / "default" for name, cwd in cwds.items()}
+
+
+@pytest.fixture(scope="module")
+def first(pipelines: dict[str, Path]) -> Path:
+    return pipelines["first"]
 
 
 def first_step(run_dir: Path) -> dict:
@@ -73,16 +97,14 @@ def test_a_second_call_resumes_instead_of_redoing(first: Path) -> None:
     cached = ["warm_start/demos.jsonl", "select/trials.jsonl", "eval/base/trials.jsonl", "eval/trained/trials.jsonl",
               "grpo/metrics.jsonl"]
     before = {path: (first / path).read_bytes() for path in cached}
-    result = run("evaluate.tasks=4", cwd=first.parents[1])
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    cwd = first.parents[1]
+    stdout = finish(start(*PIPELINES["first"], cwd=cwd), cwd)
     assert {path: (first / path).read_bytes() for path in cached} == before
-    assert "stage 7/7: compare" in result.stdout
+    assert "stage 7/7: compare" in stdout
 
 
-def test_the_same_seed_reproduces_the_selection_and_the_first_step(first: Path, tmp_path: Path) -> None:
-    result = run("evaluate.tasks=4", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    again = tmp_path / "runs" / "default"
+def test_the_same_seed_reproduces_the_selection_and_the_first_step(pipelines: dict[str, Path]) -> None:
+    first, again = pipelines["first"], pipelines["again"]
     for path in ("select/selected.yaml", "select/aggregates.jsonl", "select/trials.jsonl"):
         a = (first / path).read_text().splitlines()
         b = (again / path).read_text().splitlines()
@@ -104,14 +126,11 @@ def test_held_out_tasks_never_reach_training(heldout: str) -> None:
     assert (templates <= trained_templates) == (heldout == "instances")
 
 
-def test_grpo_never_draws_a_held_out_task_without_a_selection(tmp_path: Path) -> None:
+def test_grpo_never_draws_a_held_out_task_without_a_selection(pipelines: dict[str, Path]) -> None:
     """select.candidates=0 trains on every train-split task of the domains: the held-out instances among them
     must still stay out of GRPO's pool (the loop records the pool it draws from in grpo/tasks.yaml, and the
     groups each step drew in grpo/metrics.jsonl)."""
-    result = run("evaluate.tasks=4", "select.candidates=0", "warm_start.steps=0", "groups.groups=3",
-                 "tasks.draw=by_kind", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run_dir = tmp_path / "runs" / "default"
+    run_dir = pipelines["no_selection"]
     # tasks.draw=by_kind: one task of each kind in turn, though most of the pool is refusals
     drawn = json.loads((run_dir / "grpo" / "metrics.jsonl").read_text().splitlines()[0])["groups"]
     assert [group["kind"] for group in drawn] == ["direct", "forbidden", "leak"]
