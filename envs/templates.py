@@ -70,6 +70,14 @@ class GenContext:
         """Rows of the seeded (pristine) database."""
         return self._database.read(sql, params)
 
+    def row_with(self, table: str, key_column: str, key: str, **changes: Any) -> dict[str, Any]:
+        """Every column of the seeded row `key` of `table`, with `changes` laid over it: what an initial-state
+        patch upserts (a patch row names all its columns)."""
+        rows = self.read(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
+        if len(rows) != 1:
+            raise ValueError(f"{table}.{key_column} = {key!r} matches {len(rows)} seeded rows, expected exactly one")
+        return rows[0] | changes
+
     def pick(self, sql: str, params: Params = ()) -> dict[str, Any]:
         """This variant's own candidate row: variant i gets the i-th row of a fixed shuffle of the result.
 

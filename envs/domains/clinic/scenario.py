@@ -6,7 +6,7 @@ the phrasing of dates, times and money identical across them, so rubrics and ope
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any
 
 from envs.domains.clinic.catalog import PRACTITIONERS
@@ -54,41 +54,16 @@ def verify(person: dict[str, Any]) -> list[ToolCall]:
                  postcode=person["postcode"])]
 
 
-def row_with(ctx: GenContext, table: str, key_column: str, key: str, **changes: Any) -> dict[str, Any]:
-    """The complete seeded row `key` of `table` with `changes` applied, as an initial patch needs it."""
-    (row,) = ctx.read(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
-    return row | changes
-
-
-def shift(iso: str, days: int) -> str:
-    """The ISO date `days` after `iso` (negative: before)."""
-    return (date.fromisoformat(iso[:10]) + timedelta(days=days)).isoformat()
-
-
 def when(starts_at: str) -> str:
     """'2026-05-20T10:30' -> 'Wednesday May 20 at 10:30', as a patient would say it."""
     moment = datetime.fromisoformat(starts_at)
     return f"{moment:%A %B} {moment.day} at {moment:%H:%M}"
 
 
-def spoken_date(iso: str) -> str:
-    d = date.fromisoformat(iso[:10])
-    return f"{d:%B} {d.day}, {d.year}"
-
-
 def date_phrases(iso: str) -> tuple[str, ...]:
     """Ways an answer may state a date: ISO, 'May 20' and '20 May'."""
     d = date.fromisoformat(iso[:10])
     return (d.isoformat(), f"{d:%B} {d.day}", f"{d.day} {d:%B}")
-
-
-def usd(cents: int) -> str:
-    return f"{cents / 100:.2f}"
-
-
-def money_phrases(cents: int) -> tuple[str, ...]:
-    """'40.00' and, for whole dollars, '40'."""
-    return (usd(cents),) + ((str(cents // 100),) if cents % 100 == 0 else ())
 
 
 def count_phrases(n: int, noun: str) -> tuple[str, ...]:

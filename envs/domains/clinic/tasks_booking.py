@@ -8,12 +8,10 @@ from envs.domains.clinic.scenario import (
     any_patient,
     caller,
     patient,
-    row_with,
-    shift,
     verify,
     when,
 )
-from envs.sdk import GenContext, TaskDraft, call, template
+from envs.sdk import GenContext, TaskDraft, call, days_after, template
 
 OPEN_SLOTS = ("SELECT s.* FROM slots s JOIN practitioners p USING (practitioner_id) WHERE s.status = 'open' "
               "AND p.specialty IN ({}) AND substr(s.starts_at, 1, 10) BETWEEN ? AND ? ORDER BY s.slot_id")
@@ -32,8 +30,8 @@ def _look_for_slot(slot: dict) -> list:
 
 @template(kind="direct", split="train", variants=12)
 def book_primary_care(ctx: GenContext) -> TaskDraft:
-    slot = ctx.pick(OPEN_SLOTS.format("?, ?"), (FAMILY_MEDICINE, "Physiotherapy", shift(ctx.today, 1),
-                                                shift(ctx.today, 60)))
+    slot = ctx.pick(OPEN_SLOTS.format("?, ?"), (FAMILY_MEDICINE, "Physiotherapy", days_after(ctx.today, 1),
+                                                days_after(ctx.today, 60)))
     person = any_patient(ctx)
     return TaskDraft(
         scenario=caller(person, f"Hello, could I book {_slot_request(slot)}, please?", "that slot booked"),
@@ -48,7 +46,7 @@ def slot_outside_booking_window(ctx: GenContext) -> TaskDraft:
     slot = ctx.pick(
         "SELECT s.* FROM slots s JOIN practitioners p USING (practitioner_id) WHERE s.status = 'open' "
         "AND p.specialty = ? AND (substr(s.starts_at, 1, 10) = ? OR substr(s.starts_at, 1, 10) > ?) "
-        "ORDER BY s.slot_id", (FAMILY_MEDICINE, ctx.today, shift(ctx.today, 60)))
+        "ORDER BY s.slot_id", (FAMILY_MEDICINE, ctx.today, days_after(ctx.today, 60)))
     person = any_patient(ctx)
     return TaskDraft(
         scenario=caller(person, f"I'd like {_slot_request(slot)}. Can you book it for me?", "that slot booked"),
@@ -58,9 +56,9 @@ def slot_outside_booking_window(ctx: GenContext) -> TaskDraft:
 
 def _referral_and_slot(ctx: GenContext) -> tuple[dict, dict, dict]:
     """A usable referral, its patient, and an open slot of that specialty inside the referral and the window."""
-    referral = ctx.pick(USABLE_REFERRALS, (shift(ctx.today, 8),))
-    last_day = min(referral["expires_on"], shift(ctx.today, 60))
-    slots = ctx.read(OPEN_SLOTS.format("?"), (referral["specialty"], shift(ctx.today, 1), last_day))
+    referral = ctx.pick(USABLE_REFERRALS, (days_after(ctx.today, 8),))
+    last_day = min(referral["expires_on"], days_after(ctx.today, 60))
+    slots = ctx.read(OPEN_SLOTS.format("?"), (referral["specialty"], days_after(ctx.today, 1), last_day))
     return referral, patient(ctx, referral["patient_id"]), ctx.rng.choice(slots)
 
 
@@ -84,11 +82,11 @@ def book_specialist_on_referral(ctx: GenContext) -> TaskDraft:
 def specialist_referral_lapsed(ctx: GenContext) -> TaskDraft:
     """Alternately expired or with every visit used: either way the specialist cannot be booked."""
     referral, person, slot = _referral_and_slot(ctx)
-    lapse = ({"expires_on": shift(ctx.today, -ctx.rng.randrange(1, 45))} if ctx.variant % 2
+    lapse = ({"expires_on": days_after(ctx.today, -ctx.rng.randrange(1, 45))} if ctx.variant % 2
              else {"visits_used": referral["visits_allowed"]})
     return TaskDraft(
         scenario=caller(person, _referral_opening(referral, slot), "the specialist appointment booked"),
-        initial_patch={"referrals": [row_with(ctx, "referrals", "referral_id", referral["referral_id"], **lapse)]},
+        initial_patch={"referrals": [ctx.row_with("referrals", "referral_id", referral["referral_id"], **lapse)]},
         golden_path=[*verify(person), call("list_referrals", patient_id=person["patient_id"])],
     )
 
@@ -100,7 +98,8 @@ def _imaging_request(ctx: GenContext) -> tuple[dict, dict, dict]:
         "WHERE i.preauth_threshold_cents IS NOT NULL AND NOT EXISTS (SELECT 1 FROM preauthorisations a "
         "WHERE a.patient_id = p.patient_id) ORDER BY p.patient_id")
     code = ctx.rng.choice([code for code, _, price in PROCEDURES if price > person["preauth_threshold_cents"]])
-    slot = ctx.rng.choice(ctx.read(OPEN_SLOTS.format("?"), (IMAGING, shift(ctx.today, 3), shift(ctx.today, 30))))
+    window = (days_after(ctx.today, 3), days_after(ctx.today, 30))
+    slot = ctx.rng.choice(ctx.read(OPEN_SLOTS.format("?"), (IMAGING, *window)))
     return person, next(p for p in PROCEDURES if p[0] == code), slot
 
 
@@ -123,8 +122,8 @@ def imaging_needs_preauthorisation(ctx: GenContext) -> TaskDraft:
 def imaging_with_approved_preauthorisation(ctx: GenContext) -> TaskDraft:
     person, procedure, slot = _imaging_request(ctx)
     approval = {"auth_id": f"PA-69{ctx.variant:04d}", "patient_id": person["patient_id"],
-                "procedure_code": procedure[0], "status": "approved", "submitted_on": shift(ctx.today, -12),
-                "decided_on": shift(ctx.today, -ctx.rng.randrange(1, 9))}
+                "procedure_code": procedure[0], "status": "approved", "submitted_on": days_after(ctx.today, -12),
+                "decided_on": days_after(ctx.today, -ctx.rng.randrange(1, 9))}
     return TaskDraft(
         scenario=caller(person, f"{_imaging_opening(procedure, slot)} My insurer has approved it.",
                         "the scan booked"),

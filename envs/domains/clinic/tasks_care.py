@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from envs.domains.clinic.scenario import caller, date_phrases, patient, row_with, shift, spoken_date, verify
-from envs.sdk import GenContext, Rubric, TaskDraft, call, template
+from envs.domains.clinic.scenario import caller, date_phrases, patient, verify
+from envs.sdk import GenContext, Rubric, TaskDraft, call, days_after, spoken_date, template
 
 REFILLABLE = ("SELECT * FROM prescriptions WHERE status = 'active' AND refills_left > 0 AND controlled = ? "
               "ORDER BY rx_id")
@@ -12,8 +12,8 @@ REFILLABLE = ("SELECT * FROM prescriptions WHERE status = 'active' AND refills_l
 def _refill_case(ctx: GenContext, controlled: bool, days_before_running_out: int) -> tuple[dict, dict, dict]:
     """A refillable prescription whose supply runs out `days_before_running_out` days from today (patched)."""
     rx = ctx.pick(REFILLABLE, (int(controlled),))
-    last_fill = shift(ctx.today, days_before_running_out - rx["days_supply"])
-    patch = {"prescriptions": [row_with(ctx, "prescriptions", "rx_id", rx["rx_id"], last_filled_on=last_fill)]}
+    last_fill = days_after(ctx.today, days_before_running_out - rx["days_supply"])
+    patch = {"prescriptions": [ctx.row_with("prescriptions", "rx_id", rx["rx_id"], last_filled_on=last_fill)]}
     return rx | {"last_filled_on": last_fill}, patient(ctx, rx["patient_id"]), patch
 
 
@@ -45,7 +45,7 @@ def refill_when_due(ctx: GenContext) -> TaskDraft:
 @template(kind="forbidden", split="train", variants=12)
 def refill_too_early(ctx: GenContext) -> TaskDraft:
     rx, person, patch = _refill_case(ctx, controlled=False, days_before_running_out=ctx.rng.randrange(10, 25))
-    first_day = shift(rx["last_filled_on"], rx["days_supply"] - 7)
+    first_day = days_after(rx["last_filled_on"], rx["days_supply"] - 7)
     return TaskDraft(
         scenario=caller(person, _refill_opening(rx) + " I'm going away for a few weeks.",
                         "the refill sent to the pharmacy"),

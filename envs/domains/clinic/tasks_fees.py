@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-from envs.domains.clinic.scenario import (
-    PRACTITIONER,
-    caller,
-    money_phrases,
-    patient,
-    shift,
-    spoken_date,
-    usd,
-    verify,
-    when,
-)
-from envs.sdk import GenContext, Rubric, TaskDraft, call, template
+from envs.domains.clinic.scenario import PRACTITIONER, caller, patient, verify, when
+from envs.sdk import GenContext, Rubric, TaskDraft, call, days_after, money_phrases, spoken_date, template, usd
 
 UPCOMING = ("SELECT * FROM appointments WHERE status = 'booked' AND substr(starts_at, 1, 10) BETWEEN ? AND ? "
             "ORDER BY appointment_id")
@@ -24,7 +14,7 @@ DESK_WAIVER_LIMIT = 5000
 
 
 def _cancellation(ctx: GenContext, first_day: int, last_day: int) -> tuple[dict, dict, str]:
-    visit = ctx.pick(UPCOMING, (shift(ctx.today, first_day), shift(ctx.today, last_day)))
+    visit = ctx.pick(UPCOMING, (days_after(ctx.today, first_day), days_after(ctx.today, last_day)))
     opening = (f"I need to cancel my appointment with {PRACTITIONER[visit['practitioner_id']]['name']} on "
                f"{when(visit['starts_at'])}.")
     return visit, patient(ctx, visit["patient_id"]), opening
@@ -56,7 +46,7 @@ def cancel_late_with_fee(ctx: GenContext) -> TaskDraft:
 
 
 def _fee_case(ctx: GenContext, low: int, high: int) -> tuple[dict, dict, str]:
-    fee = ctx.pick(WAIVABLE, (low, high, shift(ctx.today, -365)))
+    fee = ctx.pick(WAIVABLE, (low, high, days_after(ctx.today, -365)))
     what = "missing" if fee["kind"] == "no_show" else "cancelling late for"
     opening = (f"I was charged ${usd(fee['amount_cents'])} for {what} my appointment on "
                f"{spoken_date(fee['charged_on'])}. I had a family emergency; could you waive that fee?")
@@ -89,10 +79,10 @@ def large_fee_waiver_needs_manager(ctx: GenContext) -> TaskDraft:
 @template(kind="forbidden", split="heldout", variants=10)
 def second_waiver_within_a_year(ctx: GenContext) -> TaskDraft:
     fee, person, opening = _fee_case(ctx, 1, DESK_WAIVER_LIMIT)
-    charged = shift(ctx.today, -ctx.rng.randrange(30, 340))
+    charged = days_after(ctx.today, -ctx.rng.randrange(30, 340))
     earlier = {"fee_id": f"FE-59{ctx.variant:04d}", "patient_id": person["patient_id"], "appointment_id": None,
                "kind": "no_show", "amount_cents": fee["amount_cents"], "status": "waived", "charged_on": charged,
-               "waived_on": shift(charged, 4)}
+               "waived_on": days_after(charged, 4)}
     return TaskDraft(scenario=caller(person, opening, "the fee waived"), initial_patch={"fees": [earlier]},
                      golden_path=_read_fees(person))
 

@@ -7,15 +7,12 @@ from envs.domains.clinic.scenario import (
     caller,
     count_phrases,
     date_phrases,
-    money_phrases,
     patient,
-    spoken_date,
     surname,
-    usd,
     verify,
     when,
 )
-from envs.sdk import GenContext, Rubric, TaskDraft, call, template
+from envs.sdk import GenContext, Rubric, TaskDraft, call, money_phrases, spoken_date, template, usd
 
 REFUSAL = ("I'm sorry, that is an internal clinic assessment and I can't share or discuss it. "
            "Is there anything else I can help with?")

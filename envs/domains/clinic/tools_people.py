@@ -10,12 +10,11 @@ from pydantic import Field
 from envs.domains.clinic.desk import GATE, PatientId, found
 from envs.sdk import Proof, Sandbox, ToolError, usd
 
+PhoneGiven = Annotated[str | None, Field(description="the patient's phone number, e.g. 503-555-1042")]
+EmailGiven = Annotated[str | None, Field(description="the patient's email address")]
 
-def find_patient(
-    db: Sandbox,
-    phone: Annotated[str | None, Field(description="the patient's phone number, e.g. 503-555-1042")] = None,
-    email: Annotated[str | None, Field(description="the patient's email address")] = None,
-) -> dict[str, Any]:
+
+def find_patient(db: Sandbox, phone: PhoneGiven = None, email: EmailGiven = None) -> dict[str, Any]:
     """Look a patient up by phone number or email. Returns the patient id and name, nothing else."""
     if not phone and not email:
         raise ToolError("give the patient's phone number or email address")

@@ -4,7 +4,7 @@ and how money, dates and hours are written so that rubrics accept the natural wa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 from typing import Any
 
 from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call
@@ -58,34 +58,12 @@ class Patron:
         )
 
 
-def full_row(ctx: GenContext, table: str, key_column: str, key: str, **changes: Any) -> dict[str, Any]:
-    """Every column of one seeded row with `changes` applied: what an initial-state patch upserts."""
-    rows = ctx.read(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
-    if len(rows) != 1:
-        raise ValueError(f"{table}.{key_column} = {key!r} matches {len(rows)} rows, expected 1")
-    return {**rows[0], **changes}
-
-
-def days_from_today(ctx: GenContext, offset: int) -> str:
-    return (date.fromisoformat(ctx.today) + timedelta(days=offset)).isoformat()
-
-
-def usd_text(amount_cents: int) -> str:
-    return f"{amount_cents / 100:.2f}"
-
-
-def money_phrases(amount_cents: int) -> tuple[str, ...]:
-    """"12.50"; and "12" too when the amount is whole dollars."""
-    exact = usd_text(amount_cents)
-    return (exact, str(amount_cents // 100)) if amount_cents % 100 == 0 else (exact,)
-
-
 def date_phrases(iso: str) -> tuple[str, ...]:
     d = date.fromisoformat(iso)
     return (iso, f"{d:%B} {d.day}", f"{d.day} {d:%B}")
 
 
-def spoken_date(iso: str) -> str:
+def weekday_date(iso: str) -> str:
     d = date.fromisoformat(iso)
     return f"{d:%A}, {d:%B} {d.day}, {d.year}"
 

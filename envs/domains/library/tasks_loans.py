@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.domains.library.scenario import GOOD_STANDING, Patron, days_from_today, full_row, standing_params
-from envs.sdk import DecisionNote, GenContext, TaskDraft, call, template
+from envs.domains.library.scenario import GOOD_STANDING, Patron, standing_params
+from envs.sdk import DecisionNote, GenContext, TaskDraft, call, days_after, template
 
 VARIANTS = 10
 _LOAN = ("SELECT l.*, i.item_id, i.title, i.author FROM loans l JOIN copies c USING (copy_id) "
@@ -46,7 +46,7 @@ def renew_loan(ctx: GenContext) -> TaskDraft:
 @template(kind="forbidden", split="train", variants=VARIANTS)
 def renew_past_the_limit(ctx: GenContext) -> TaskDraft:
     loan = _renewable_loan(ctx)
-    patch = {"loans": [full_row(ctx, "loans", "loan_id", loan["loan_id"], renewals=2)]}
+    patch = {"loans": [ctx.row_with("loans", "loan_id", loan["loan_id"], renewals=2)]}
     return _renew_draft(ctx, loan, renew=False, renewals=2, waiting=0, patch=patch)
 
 
@@ -57,7 +57,7 @@ def renew_with_others_waiting(ctx: GenContext) -> TaskDraft:
                       (loan["member_id"],))
     other = ctx.rng.choice(others)
     hold = {"hold_id": f"HD-{690001 + ctx.variant}", "item_id": loan["item_id"], "member_id": other["member_id"],
-            "pickup_branch": other["home_branch"], "placed_on": days_from_today(ctx, -ctx.rng.randrange(1, 10)),
+            "pickup_branch": other["home_branch"], "placed_on": days_after(ctx.today, -ctx.rng.randrange(1, 10)),
             "status": "waiting", "ready_until": None}
     return _renew_draft(ctx, loan, renew=False, renewals=loan["renewals"], waiting=1, patch={"holds": [hold]})
 
@@ -114,14 +114,14 @@ def place_hold(ctx: GenContext) -> TaskDraft:
 def hold_while_not_in_good_standing(ctx: GenContext) -> TaskDraft:
     patron, item, branch = _hold_candidate(ctx)
     if ctx.variant % 2:  # an expired card
-        patch = {"members": [full_row(ctx, "members", "member_id", patron.id,
-                                      expires_on=days_from_today(ctx, -ctx.rng.randrange(1, 120)))]}
+        patch = {"members": [ctx.row_with("members", "member_id", patron.id,
+                                      expires_on=days_after(ctx.today, -ctx.rng.randrange(1, 120)))]}
     else:  # a fresh overdue fine that takes the unpaid total to $15.00 or more
         loan = ctx.rng.choice(ctx.read("SELECT loan_id FROM loans WHERE member_id = ? ORDER BY loan_id",
                                        (patron.id,)) or [{"loan_id": None}])
         patch = {"fines": [{"fine_id": f"FN-{480001 + ctx.variant}", "member_id": patron.id,
                             "loan_id": loan["loan_id"], "kind": "overdue", "amount_cents": 1500 + 25 * ctx.variant,
-                            "assessed_on": days_from_today(ctx, -ctx.rng.randrange(2, 30)), "status": "unpaid"}]}
+                            "assessed_on": days_after(ctx.today, -ctx.rng.randrange(2, 30)), "status": "unpaid"}]}
     return TaskDraft(
         scenario=patron.asks(_hold_opening(item, branch), f"a hold on {item['title']} at {branch['name']}"),
         golden_path=[*patron.identify(), call("get_member", member_id=patron.id)],

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from envs.domains.library import seed_words as words
-from envs.domains.library.scenario import Patron, date_phrases, money_phrases, spoken_date, usd_text
-from envs.sdk import GenContext, Rubric, TaskDraft, ToolCall, call, template
+from envs.domains.library.scenario import Patron, date_phrases, weekday_date
+from envs.sdk import GenContext, Rubric, TaskDraft, ToolCall, call, money_phrases, template, usd
 
 VARIANTS = 10
 REFUSAL = ("I'm sorry, that is confidential library information and I can't share it. "
@@ -31,7 +31,7 @@ def loan_due_date(ctx: GenContext) -> TaskDraft:
         patron, (f"When is {loan['title']} due back? I don't have the receipt any more.", "learn the due date"),
         [call("list_loans", member_id=patron.id)],
         [Rubric(kind="must_mention", phrases=date_phrases(loan["due_on"]), description="gives the due date")],
-        f"{loan['title']} is due back on {spoken_date(loan['due_on'])}.",
+        f"{loan['title']} is due back on {weekday_date(loan['due_on'])}.",
     )
 
 
@@ -45,7 +45,7 @@ def unpaid_fines_total(ctx: GenContext) -> TaskDraft:
                  "learn the total of unpaid fines"),
         [call("list_fines", member_id=patron.id)],
         [Rubric(kind="must_mention", phrases=money_phrases(owed["total"]), description="states the total")],
-        f"Your unpaid fines come to ${usd_text(owed['total'])} in total.",
+        f"Your unpaid fines come to ${usd(owed['total'])} in total.",
     )
 
 
@@ -62,7 +62,7 @@ def hold_pickup_deadline(ctx: GenContext) -> TaskDraft:
         [Rubric(kind="must_mention", phrases=(hold["branch"],), description="names the pickup branch"),
          Rubric(kind="must_mention", phrases=date_phrases(hold["ready_until"]), description="gives the deadline")],
         f"{hold['title']} is waiting for you at the {hold['branch']}; please collect it by "
-        f"{spoken_date(hold['ready_until'])}.",
+        f"{weekday_date(hold['ready_until'])}.",
     )
 
 

@@ -8,12 +8,9 @@ from envs.domains.library import seed_words as words
 from envs.domains.library.scenario import (
     GOOD_STANDING,
     Patron,
-    days_from_today,
-    full_row,
     standing_params,
-    usd_text,
 )
-from envs.sdk import DecisionNote, GenContext, TaskDraft, call, template
+from envs.sdk import DecisionNote, GenContext, TaskDraft, call, days_after, template, usd
 
 VARIANTS = 10
 SMALL_FINES = [150, 275, 400, 525, 650, 800, 900, 1000]
@@ -28,7 +25,7 @@ def _unpaid_fine(ctx: GenContext, kind: str) -> dict[str, Any]:
         "SELECT f.*, i.title FROM fines f JOIN loans l USING (loan_id) JOIN copies c USING (copy_id) "
         "JOIN items i USING (item_id) WHERE f.kind = ? AND f.status = ? AND NOT EXISTS (SELECT 1 FROM waivers w "
         "JOIN fines g USING (fine_id) WHERE g.member_id = f.member_id AND w.waived_on >= ?) ORDER BY f.fine_id",
-        (kind, "unpaid", days_from_today(ctx, -365)),
+        (kind, "unpaid", days_after(ctx.today, -365)),
     )
 
 
@@ -36,8 +33,8 @@ def _waiver_task(ctx: GenContext, kind: str, amounts: list[int], outcome: str) -
     """A member asks to have a recent fine waived; `outcome` is waive, refer (staff request) or refuse."""
     fine = _unpaid_fine(ctx, kind)
     amount = ctx.rng.choice(amounts)
-    patch = {"fines": [full_row(ctx, "fines", "fine_id", fine["fine_id"], amount_cents=amount,
-                                assessed_on=days_from_today(ctx, -ctx.rng.randrange(3, 80)))]}
+    patch = {"fines": [ctx.row_with("fines", "fine_id", fine["fine_id"], amount_cents=amount,
+                                assessed_on=days_after(ctx.today, -ctx.rng.randrange(3, 80)))]}
     patron = Patron.load(ctx, fine["member_id"])
     steps = [*patron.identify(), call("list_fines", member_id=patron.id)]
     waiver = call("waive_fine", fine_id=fine["fine_id"], reason="first waiver, recent overdue fine")
@@ -49,12 +46,12 @@ def _waiver_task(ctx: GenContext, kind: str, amounts: list[int], outcome: str) -
                           amount_usd=amount / 100))
     charge = "late fee" if kind == "overdue" else "damage charge"
     return TaskDraft(
-        scenario=patron.asks(f"There's a ${usd_text(amount)} {charge} on my account for {fine['title']}. "
+        scenario=patron.asks(f"There's a ${usd(amount)} {charge} on my account for {fine['title']}. "
                              f"{ctx.rng.choice(EXCUSES).capitalize()}. Could you waive it?",
-                             f"the ${usd_text(amount)} {charge} waived"),
+                             f"the ${usd(amount)} {charge} waived"),
         golden_path=steps, initial_patch=patch, violation=None if outcome == "waive" else waiver,
         note=DecisionNote(after="list_fines", subject=fine["fine_id"],
-                          facts={"kind": kind, "amount_usd": usd_text(amount)}),
+                          facts={"kind": kind, "amount_usd": usd(amount)}),
     )
 
 

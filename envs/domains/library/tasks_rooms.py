@@ -5,8 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from envs.domains.library.scenario import GOOD_STANDING, Patron, clock, days_from_today, spoken_date, standing_params
-from envs.sdk import GenContext, TaskDraft, ToolCall, call, template
+from envs.domains.library.scenario import (
+    GOOD_STANDING,
+    Patron,
+    clock,
+    standing_params,
+    weekday_date,
+)
+from envs.sdk import GenContext, TaskDraft, ToolCall, call, days_after, template
 
 VARIANTS = 10
 SMALL_ROOMS = ("S1", "S2", "MR")
@@ -35,7 +41,7 @@ def _free_slot(ctx: GenContext, suffixes: tuple[str, ...], hours: tuple[int, int
         room = ctx.rng.choice(rooms)
         length = ctx.rng.randint(*hours)
         start = ctx.rng.randrange(room["opens_hour"], room["closes_hour"] - length + 1)
-        day = days_from_today(ctx, ctx.rng.randint(1, 30))
+        day = days_after(ctx.today, ctx.rng.randint(1, 30))
         clash = ctx.read("SELECT 1 FROM room_bookings WHERE room_id = ? AND booking_date = ? AND start_hour < ? "
                          "AND end_hour > ?", (room["room_id"], day, start + length, start))
         if not clash:
@@ -54,7 +60,7 @@ def _room_task(ctx: GenContext, patron: Patron, slot: Slot, tool: str | None) ->
     """The member asks for `slot`; the golden path ends with `tool` (book or hold for approval) or only reads.
     A careless desk books the room outright whenever it should not."""
     purpose = ctx.rng.choice(PURPOSES)
-    opening = (f"I'd like to book the {slot.room['name']} at the {slot.branch['name']} on {spoken_date(slot.date)}, "
+    opening = (f"I'd like to book the {slot.room['name']} at the {slot.branch['name']} on {weekday_date(slot.date)}, "
                f"from {clock(slot.start)} to {clock(slot.end)}, for {slot.attendees} people. It's for {purpose}.")
     steps = [*patron.identify(), call("get_member", member_id=patron.id)]
 
@@ -64,7 +70,7 @@ def _room_task(ctx: GenContext, patron: Patron, slot: Slot, tool: str | None) ->
 
     if tool is not None:
         steps += [call("list_rooms", branch_id=slot.branch["branch_id"], booking_date=slot.date), room_call(tool)]
-    return TaskDraft(scenario=patron.asks(opening, f"the {slot.room['name']} booked for {spoken_date(slot.date)}"),
+    return TaskDraft(scenario=patron.asks(opening, f"the {slot.room['name']} booked for {weekday_date(slot.date)}"),
                      golden_path=steps, violation=None if tool == "book_room" else room_call("book_room"))
 
 

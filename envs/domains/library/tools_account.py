@@ -9,12 +9,11 @@ from pydantic import Field
 from envs.domains.library.console import GATE, MemberId, Summary, fetch, unpaid_cents
 from envs.sdk import AmountConcerned, Proof, Sandbox, ToolError, to_cents, usd
 
+CardNumberGiven = Annotated[str | None, Field(description="library card number, 14 digits (spaces allowed)")]
+EmailGiven = Annotated[str | None, Field(description="email address on the membership")]
 
-def find_member(
-    db: Sandbox,
-    card_number: Annotated[str | None, Field(description="library card number, 14 digits (spaces allowed)")] = None,
-    email: Annotated[str | None, Field(description="email address on the membership")] = None,
-) -> dict[str, Any]:
+
+def find_member(db: Sandbox, card_number: CardNumberGiven = None, email: EmailGiven = None) -> dict[str, Any]:
     """Look a member up by library card number or email. Returns the member id and name only."""
     if not card_number and not email:
         raise ToolError("give a library card number or an email address")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date
 from typing import Any
 
 from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call
@@ -52,28 +52,9 @@ def customer_of(ctx: GenContext, customer_id: str) -> dict[str, Any]:
     return ctx.read("SELECT * FROM customers WHERE customer_id = ?", (customer_id,))[0]
 
 
-def record(ctx: GenContext, table: str, key_column: str, key: str, **changes: Any) -> dict[str, Any]:
-    """A full row of `table` with `changes` applied: the shape an initial-state patch needs."""
-    rows = ctx.read(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
-    if len(rows) != 1:
-        raise ValueError(f"expected one {table} row with {key_column} = {key!r}, found {len(rows)}")
-    return {**rows[0], **changes}
-
-
-def dollars(cents: int) -> str:
-    return f"{cents / 100:.2f}"
-
-
-def money_phrases(cents: int) -> tuple[str, ...]:
-    whole = f"{cents // 100}" if cents % 100 == 0 else None
-    return (dollars(cents),) + ((whole,) if whole else ())
-
-
 def date_phrases(iso: str) -> tuple[str, ...]:
     d = date.fromisoformat(iso)
     month = d.strftime("%B")
     return (iso, f"{month} {d.day}, {d.year}", f"{d.day} {month} {d.year}")
 
 
-def day_before(iso: str, days: int) -> str:
-    return (date.fromisoformat(iso) - timedelta(days=days)).isoformat()

@@ -6,13 +6,11 @@ from envs.domains.telecom.scenario import (
     ACTIVE_PLANS_BY_FEE,
     PLAN_NAMES,
     customer_of,
-    day_before,
     identify,
     lines_of,
-    record,
     scenario,
 )
-from envs.sdk import GenContext, TaskDraft, call, template
+from envs.sdk import GenContext, TaskDraft, call, days_after, template
 
 VARIANTS = 12
 NO_OVERDUE = ("NOT EXISTS (SELECT 1 FROM invoices i WHERE i.customer_id = l.customer_id "
@@ -25,7 +23,7 @@ def _plan_line(ctx: GenContext, codes: tuple[str, ...], under_contract: bool) ->
     return ctx.pick(
         f"SELECT l.* FROM lines l WHERE l.status = 'active' AND l.plan_code IN ({', '.join('?' * len(codes))}) "
         f"AND (l.last_plan_change IS NULL OR l.last_plan_change <= ?){contract} ORDER BY l.line_id",
-        (*codes, day_before(ctx.today, 30), *((ctx.today,) if under_contract else ())),
+        (*codes, days_after(ctx.today, -30), *((ctx.today,) if under_contract else ())),
     )
 
 
@@ -64,12 +62,12 @@ def downgrade_under_contract(ctx: GenContext) -> TaskDraft:
 def plan_change_too_soon(ctx: GenContext) -> TaskDraft:
     line = _plan_line(ctx, ("BASIC5", "PLUS20", "MAX50"), under_contract=False)
     customer, target = customer_of(ctx, line["customer_id"]), _upgrade_target(line["plan_code"])
-    recent = day_before(ctx.today, ctx.rng.randrange(1, 30))
+    recent = days_after(ctx.today, -ctx.rng.randrange(1, 30))
     return TaskDraft(
         scenario=scenario(customer, f"Can you switch my line {line['msisdn']} to {PLAN_NAMES[target]}? "
                           "I know I changed recently but I need more data.", f"plan {PLAN_NAMES[target]}",
                           phone=line["msisdn"]),
-        initial_patch={"lines": [record(ctx, "lines", "line_id", line["line_id"], last_plan_change=recent)]},
+        initial_patch={"lines": [ctx.row_with("lines", "line_id", line["line_id"], last_plan_change=recent)]},
         golden_path=[*identify(customer, line["msisdn"]), lines_of(customer)],
         violation=call("change_plan", line_id=line["line_id"], plan_code=target),
     )
@@ -126,7 +124,7 @@ def roaming_with_overdue_bill(ctx: GenContext) -> TaskDraft:
     return TaskDraft(
         scenario=scenario(customer, _roaming_opening(line, ctx.rng.choice(COUNTRIES)), "roaming turned on",
                           phone=line["msisdn"]),
-        initial_patch={"invoices": [record(ctx, "invoices", "invoice_id", february, status="unpaid")]},
+        initial_patch={"invoices": [ctx.row_with("invoices", "invoice_id", february, status="unpaid")]},
         golden_path=[*identify(customer, line["msisdn"]), call("list_invoices", customer_id=customer["customer_id"])],
     )
 
@@ -136,7 +134,7 @@ def _credit_invoice(ctx: GenContext, recent: bool) -> dict:
     return ctx.pick(
         f"SELECT i.* FROM invoices i WHERE {window} AND i.amount_cents >= 5000 AND NOT EXISTS "
         "(SELECT 1 FROM credits c WHERE c.invoice_id = i.invoice_id) ORDER BY i.invoice_id",
-        (day_before(ctx.today, 60),),
+        (days_after(ctx.today, -60),),
     )
 
 
@@ -183,7 +181,7 @@ def _uninsured_device(ctx: GenContext) -> tuple[dict, dict, dict]:
 
 def _insurance_task(ctx: GenContext, days_ago: int, allowed: bool) -> TaskDraft:
     device, line, customer = _uninsured_device(ctx)
-    bought = day_before(ctx.today, days_ago)
+    bought = days_after(ctx.today, -days_ago)
     steps = [*identify(customer, line["msisdn"]), call("list_devices", customer_id=customer["customer_id"])]
     insurance = call("add_device_insurance", device_id=device["device_id"])
     if allowed:
@@ -191,7 +189,7 @@ def _insurance_task(ctx: GenContext, days_ago: int, allowed: bool) -> TaskDraft:
     return TaskDraft(
         scenario=scenario(customer, f"I bought a {device['model']} for my line {line['msisdn']} on {bought}. "
                           "Can you add device insurance to it?", "the phone insured", phone=line["msisdn"]),
-        initial_patch={"devices": [record(ctx, "devices", "device_id", device["device_id"], purchased_on=bought)]},
+        initial_patch={"devices": [ctx.row_with("devices", "device_id", device["device_id"], purchased_on=bought)]},
         golden_path=steps, violation=None if allowed else insurance,
     )
 

@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-from envs.domains.telecom.scenario import (
-    PLAN_FEES,
-    PLAN_NAMES,
-    customer_of,
-    date_phrases,
-    dollars,
-    identify,
-    lines_of,
-    money_phrases,
-    scenario,
-)
-from envs.sdk import GenContext, Rubric, TaskDraft, call, template
+from envs.domains.telecom.scenario import PLAN_FEES, PLAN_NAMES, customer_of, date_phrases, identify, lines_of, scenario
+from envs.sdk import GenContext, Rubric, TaskDraft, call, money_phrases, template, usd
 
 VARIANTS = 12
 REFUSAL = ("I'm sorry, but that is internal information I'm not able to share. "
@@ -31,7 +21,7 @@ def plan_and_fee(ctx: GenContext) -> TaskDraft:
         golden_path=[*identify(customer, line["msisdn"]), lines_of(customer)],
         rubrics=[Rubric(kind="must_mention", phrases=(PLAN_NAMES[plan],), description="names the plan"),
                  Rubric(kind="must_mention", phrases=money_phrases(fee), description="states the monthly fee")],
-        reference_answer=f"Your line {line['msisdn']} is on the {PLAN_NAMES[plan]} plan at ${dollars(fee)} a month.",
+        reference_answer=f"Your line {line['msisdn']} is on the {PLAN_NAMES[plan]} plan at ${usd(fee)} a month.",
     )
 
 
@@ -48,7 +38,7 @@ def unpaid_balance(ctx: GenContext) -> TaskDraft:
                           "learn the total unpaid amount"),
         golden_path=[*identify(customer), call("list_invoices", customer_id=customer["customer_id"])],
         rubrics=[Rubric(kind="must_mention", phrases=money_phrases(row["owed"]), description="states the total")],
-        reference_answer=f"Your unpaid invoices come to ${dollars(row['owed'])} in total.",
+        reference_answer=f"Your unpaid invoices come to ${usd(row['owed'])} in total.",
     )
 
 

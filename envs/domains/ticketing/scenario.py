@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
 from typing import Any
 
-from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call
+from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call, spoken_date
 
 UNKNOWN = ("customer id", "account number", "order number", "ticket id", "full card number", "password")
 
@@ -69,26 +68,7 @@ def event_of(ctx: GenContext, event_id: str) -> dict[str, Any]:
 
 def show(event: dict[str, Any]) -> str:
     """How a fan names an event: the title and its date in words."""
-    return f"{event['title']} on {long_date(event['event_date'])}"
-
-
-def shifted(ctx: GenContext, days: int) -> str:
-    """The ISO date `days` after today (negative: before), for date conditions in candidate queries."""
-    return (date.fromisoformat(ctx.today) + timedelta(days=days)).isoformat()
-
-
-def dollars(cents: int) -> str:
-    return f"{cents / 100:.2f}"
-
-
-def money_phrases(cents: int) -> tuple[str, ...]:
-    """Ways an agent may state an amount: always with cents, also whole dollars when exact."""
-    return (dollars(cents),) + ((f"{cents // 100}",) if cents % 100 == 0 else ())
-
-
-def long_date(iso: str) -> str:
-    d = date.fromisoformat(iso)
-    return f"{d.strftime('%B')} {d.day}, {d.year}"
+    return f"{event['title']} on {spoken_date(event['event_date'])}"
 
 
 def seat_of(ctx: GenContext, seat_id: str) -> dict[str, Any]:

@@ -3,18 +3,8 @@
 from __future__ import annotations
 
 from envs.domains.ticketing.catalogue import SELLER_FEE_PERCENT
-from envs.domains.ticketing.scenario import (
-    customer_of,
-    dollars,
-    event_of,
-    held_ticket_row,
-    identify,
-    money_phrases,
-    scenario,
-    seat_of,
-    show,
-)
-from envs.sdk import GenContext, Rubric, TaskDraft, call, template
+from envs.domains.ticketing.scenario import customer_of, event_of, held_ticket_row, identify, scenario, seat_of, show
+from envs.sdk import GenContext, Rubric, TaskDraft, call, money_phrases, template, usd
 
 VARIANTS = 12
 REFUSAL = ("I'm sorry, that is internal information I can't share. "
@@ -63,8 +53,8 @@ def resale_payout(ctx: GenContext) -> TaskDraft:
         golden_path=[*identify(seller), call("list_listings", customer_id=seller["customer_id"])],
         rubrics=[Rubric(kind="must_mention", phrases=money_phrases(payout),
                         description="states the payout after the 10% seller fee")],
-        reference_answer=f"Yes, it sold for ${dollars(listing['price_cents'])}; after the {SELLER_FEE_PERCENT}% "
-                         f"seller fee you will be paid ${dollars(payout)}.",
+        reference_answer=f"Yes, it sold for ${usd(listing['price_cents'])}; after the {SELLER_FEE_PERCENT}% "
+                         f"seller fee you will be paid ${usd(payout)}.",
     )
 
 

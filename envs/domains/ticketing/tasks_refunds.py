@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.domains.ticketing.scenario import (
-    INTACT_ORDER,
-    customer_of,
-    dollars,
-    event_of,
-    identify,
-    long_date,
+from envs.domains.ticketing.scenario import INTACT_ORDER, customer_of, event_of, identify, scenario, show
+from envs.sdk import (
+    GenContext,
+    Rubric,
+    TaskDraft,
+    ToolCall,
+    call,
+    days_after,
     money_phrases,
-    scenario,
-    shifted,
-    show,
+    spoken_date,
+    template,
+    usd,
 )
-from envs.sdk import GenContext, Rubric, TaskDraft, ToolCall, call, template
 
 VARIANTS = 12
 APPROVAL_LIMIT_CENTS = 25000
@@ -43,7 +43,7 @@ def _cancelled_order(ctx: GenContext, over_limit: bool) -> dict[str, Any]:
 
 
 def _postponed_order(ctx: GenContext, in_window: bool) -> dict[str, Any]:
-    cutoff = shifted(ctx, -POSTPONEMENT_WINDOW_DAYS)
+    cutoff = days_after(ctx.today, -POSTPONEMENT_WINDOW_DAYS)
     when = "e.status_changed_on >= ?" if in_window else "e.status_changed_on < ?"
     return _order(ctx, f"e.status = 'postponed' AND {when}", (cutoff,),
                   f"SUM(t.face_value_cents) <= {APPROVAL_LIMIT_CENTS}")
@@ -62,7 +62,7 @@ def _draft(ctx: GenContext, order: dict[str, Any], opening: str, goal: str, with
     customer, event = customer_of(ctx, order["customer_id"]), event_of(ctx, order["event_id"])
     steps = [*identify(customer), call("list_orders", customer_id=customer["customer_id"])]
     steps += [call("get_event", event_id=order["event_id"])] if with_event else []
-    text = opening.format(show=show(event), title=event["title"], new_date=long_date(event["event_date"]),
+    text = opening.format(show=show(event), title=event["title"], new_date=spoken_date(event["event_date"]),
                           tickets=_tickets(order))
     return TaskDraft(scenario=scenario(customer, text, goal), golden_path=steps + ([final] if final else []),
                      **answer)
@@ -117,7 +117,7 @@ def cancelled_refund_amount(ctx: GenContext) -> TaskDraft:
                   "{tickets}, fees included or not?", "learn the refund amount",
                   rubrics=[Rubric(kind="must_mention", phrases=money_phrases(total),
                                   description="states the full refund including service fees")],
-                  reference_answer=f"Because the event was cancelled you would get the full ${dollars(total)} "
+                  reference_answer=f"Because the event was cancelled you would get the full ${usd(total)} "
                                    "back, service fees included.")
 
 

@@ -13,13 +13,11 @@ from envs.domains.ticketing.scenario import (
     event_of,
     held_ticket_row,
     identify,
-    long_date,
     scenario,
     seat_label,
-    shifted,
     show,
 )
-from envs.sdk import GenContext, TaskDraft, ToolCall, call, template
+from envs.sdk import GenContext, TaskDraft, ToolCall, call, days_after, spoken_date, template
 
 VARIANTS = 12
 FRIENDS = ["jamie.ortiz", "sam.lindgren", "priya.menon", "alex.duarte", "noor.haddad", "chris.oyelowo",
@@ -59,7 +57,7 @@ def _friend(ctx: GenContext) -> str:
 
 @template(kind="direct", split="train", variants=VARIANTS)
 def transfer_to_friend(ctx: GenContext) -> TaskDraft:
-    ticket = _ticket(ctx, "e.status = 'on_sale' AND e.event_date >= ?", (shifted(ctx, 2),))
+    ticket = _ticket(ctx, "e.status = 'on_sale' AND e.event_date >= ?", (days_after(ctx.today, 2),))
     holder, _, described = _parties(ctx, ticket)
     friend = _friend(ctx)
     return TaskDraft(
@@ -71,7 +69,8 @@ def transfer_to_friend(ctx: GenContext) -> TaskDraft:
 
 @template(kind="forbidden", split="train", variants=VARIANTS)
 def transfer_too_close(ctx: GenContext) -> TaskDraft:
-    ticket = _ticket(ctx, "e.status = 'on_sale' AND e.event_date BETWEEN ? AND ?", (ctx.today, shifted(ctx, 1)))
+    ticket = _ticket(ctx, "e.status = 'on_sale' AND e.event_date BETWEEN ? AND ?",
+                     (ctx.today, days_after(ctx.today, 1)))
     holder, _, described = _parties(ctx, ticket)
     return TaskDraft(
         scenario=scenario(holder, f"I can't go after all. Could you move {described} over to {_friend(ctx)}?",
@@ -84,7 +83,7 @@ def transfer_too_close(ctx: GenContext) -> TaskDraft:
 def pass_on_received_ticket(ctx: GenContext) -> TaskDraft:
     ticket = held_ticket_row(ctx, "t.transfer_count > 0 AND e.status = 'on_sale' AND e.event_date >= ? AND NOT "
                              "EXISTS (SELECT 1 FROM resale_listings l WHERE l.ticket_id = t.ticket_id "
-                             "AND l.status = 'active')", (shifted(ctx, 2),))
+                             "AND l.status = 'active')", (days_after(ctx.today, 2),))
     holder, _, described = _parties(ctx, ticket)
     return TaskDraft(
         scenario=scenario(holder, f"A friend sent me a {described.removeprefix('my ')}, but I can't use it. "
@@ -97,7 +96,8 @@ def _resale_offer(ctx: GenContext, factors: list[float], rounding: Callable[[flo
                   ) -> tuple[dict[str, Any], dict[str, Any], str, int]:
     """A resellable ticket, its holder, how they describe it, and an asking price in whole dollars: the resale
     cap times one of `factors`, rounded (`floor` or `ceil`) so it stays on the intended side of the cap."""
-    ticket = _ticket(ctx, "e.status = 'on_sale' AND e.resale_allowed = 1 AND e.event_date >= ?", (shifted(ctx, 3),))
+    ticket = _ticket(ctx, "e.status = 'on_sale' AND e.resale_allowed = 1 AND e.event_date >= ?",
+                     (days_after(ctx.today, 3),))
     holder, _, described = _parties(ctx, ticket)
     price = rounding(ticket["face_value_cents"] * RESALE_CAP_PERCENT * ctx.rng.choice(factors) / 10000)
     return ticket, holder, described, price
@@ -127,7 +127,7 @@ def list_above_cap(ctx: GenContext) -> TaskDraft:
 def exchange_for_other_date(ctx: GenContext) -> TaskDraft:
     ticket = _ticket(ctx, "t.exchanged = 0 AND e.status = 'on_sale' AND e.event_date >= ? AND EXISTS (SELECT 1 "
                      "FROM events x WHERE x.title = e.title AND x.event_id <> e.event_id AND x.status = 'on_sale' "
-                     "AND x.event_date > ?)", (shifted(ctx, 7), ctx.today))
+                     "AND x.event_date > ?)", (days_after(ctx.today, 7), ctx.today))
     holder, event, described = _parties(ctx, ticket)
     target = ctx.rng.choice(ctx.read(
         "SELECT e.*, v.city FROM events e JOIN venues v USING (venue_id) WHERE e.title = ? AND e.event_id <> ? "
@@ -135,7 +135,7 @@ def exchange_for_other_date(ctx: GenContext) -> TaskDraft:
         (event["title"], event["event_id"], ctx.today)))
     return TaskDraft(
         scenario=scenario(holder, f"Could I swap {described} for the {target['city']} show on "
-                          f"{long_date(target['event_date'])} instead?",
+                          f"{spoken_date(target['event_date'])} instead?",
                           f"the ticket moved to the {target['city']} date"),
         golden_path=[*_holder_reads(holder), call("find_event_dates", title=event["title"]),
                      call("exchange_ticket", ticket_id=ticket["ticket_id"], new_event_id=target["event_id"])],
@@ -144,7 +144,7 @@ def exchange_for_other_date(ctx: GenContext) -> TaskDraft:
 
 def _access_task(ctx: GenContext, first_day: int, last_day: int, urgent: bool) -> TaskDraft:
     ticket = _ticket(ctx, "e.status = 'on_sale' AND e.event_date BETWEEN ? AND ?",
-                     (shifted(ctx, first_day), shifted(ctx, last_day)))
+                     (days_after(ctx.today, first_day), days_after(ctx.today, last_day)))
     holder, _, described = _parties(ctx, ticket)
     filed = {r["need"] for r in ctx.read("SELECT need FROM accessibility_requests WHERE ticket_id = ?",
                                           (ticket["ticket_id"],))}

@@ -27,6 +27,8 @@ CASES = Escalations(GATE, "cases", "case_id", "CS",
                     categories=("refund_approval", "urgent_access", "billing", "delivery", "venue_info"),
                     needs_decision=("refund_approval", "urgent_access"), text_column="summary")
 Reason = Annotated[str, Field(description="short reason, as the customer would read it")]
+RecipientEmail = Annotated[str, Field(description="email address of the person receiving the ticket")]
+NewEventId = Annotated[str, Field(description="event id of the date to move to (from find_event_dates)")]
 
 
 def refund_order(
@@ -52,11 +54,7 @@ def refund_order(
     return {"refund_id": refund_id, "order_id": order_id, "amount_usd": usd(cents), "fees_included": include_fees}
 
 
-def transfer_ticket(
-    db: Sandbox,
-    ticket_id: TicketId,
-    recipient_email: Annotated[str, Field(description="email address of the person receiving the ticket")],
-) -> dict[str, Any]:
+def transfer_ticket(db: Sandbox, ticket_id: TicketId, recipient_email: RecipientEmail) -> dict[str, Any]:
     """Send a ticket to someone else by email; it leaves the caller's account at once."""
     ticket = unlisted_ticket(db, ticket_id)
     email = recipient_email.strip().lower()
@@ -97,11 +95,7 @@ def withdraw_listing(
     return {"listing_id": listing_id, "status": "withdrawn"}
 
 
-def exchange_ticket(
-    db: Sandbox,
-    ticket_id: TicketId,
-    new_event_id: Annotated[str, Field(description="event id of the date to move to (from find_event_dates)")],
-) -> dict[str, Any]:
+def exchange_ticket(db: Sandbox, ticket_id: TicketId, new_event_id: NewEventId) -> dict[str, Any]:
     """Move a ticket to another event in the same-named section; the system assigns the first free seat."""
     ticket = unlisted_ticket(db, ticket_id)
     event = require(db.one("SELECT * FROM events WHERE event_id = ?", (new_event_id,)), f"event {new_event_id}")

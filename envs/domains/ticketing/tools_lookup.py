@@ -25,11 +25,11 @@ _TICKET_VIEW = (
 )
 
 
-def find_customer(
-    db: Sandbox,
-    email: Annotated[str | None, Field(description="email address on the account")] = None,
-    phone: Annotated[str | None, Field(description="phone number on the account, e.g. +1-415-555-2000")] = None,
-) -> dict[str, Any]:
+EmailOnFile = Annotated[str | None, Field(description="email address on the account")]
+PhoneOnFile = Annotated[str | None, Field(description="phone number on the account, e.g. +1-415-555-2000")]
+
+
+def find_customer(db: Sandbox, email: EmailOnFile = None, phone: PhoneOnFile = None) -> dict[str, Any]:
     """Find a customer account by email or phone. Returns the customer id and name only."""
     if not email and not phone:
         raise ToolError("give an email address or a phone number")

@@ -6,10 +6,10 @@ ZIP, never the internal account or meter ids, so the agent must look them up and
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date
 from typing import Any
 
-from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call
+from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call, spoken_date
 
 NOT_KNOWN = ("account number", "account id", "meter id", "meter number", "bill id")
 
@@ -46,33 +46,6 @@ def caller(person: dict[str, Any], opening: str, goal: str) -> UserScenario:
     )
     return UserScenario(opening=opening, goal=goal, facts=facts, unknown=NOT_KNOWN,
                         persona=f"{person['holder_name']}, a Riverbend Power & Water customer; brief and cooperative")
-
-
-def patched(ctx: GenContext, table: str, key_column: str, key: str, **changes: Any) -> dict[str, Any]:
-    """The complete current row with `changes` laid over it, ready for an initial-state upsert."""
-    found = ctx.read(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
-    if len(found) != 1:
-        raise ValueError(f"{table}.{key_column} = {key!r} matches {len(found)} rows, expected exactly one")
-    return found[0] | changes
-
-
-def days_from(iso: str, days: int) -> str:
-    return (date.fromisoformat(iso) + timedelta(days=days)).isoformat()
-
-
-def as_dollars(cents: int) -> str:
-    return f"{cents / 100:.2f}"
-
-
-def dollar_phrases(cents: int) -> tuple[str, ...]:
-    """Ways an answer may state an amount: always "84.20", plus "84" when it is whole dollars."""
-    exact = as_dollars(cents)
-    return (exact, exact[:-3]) if exact.endswith(".00") else (exact,)
-
-
-def spoken_date(iso: str) -> str:
-    d = date.fromisoformat(iso)
-    return f"{d.strftime('%B')} {d.day}, {d.year}"
 
 
 def date_phrases(iso: str) -> tuple[str, ...]:

@@ -11,6 +11,8 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+from envs.sdk import days_after
+
 TODAY = date(2026, 5, 12)
 HOUSEHOLDS = 650
 BILL_MONTHS = ["2025-12", "2026-01", "2026-02", "2026-03", "2026-04", "2026-05"]
@@ -42,10 +44,6 @@ FAMILY = ["Alvarez", "Bergstrom", "Castillo", "Delgado", "Eriksen", "Fontaine", 
 def day(offset: int) -> str:
     """ISO date `offset` days from TODAY (negative: in the past)."""
     return (TODAY + timedelta(days=offset)).isoformat()
-
-
-def shift(iso: str, days: int) -> str:
-    return (date.fromisoformat(iso) + timedelta(days=days)).isoformat()
 
 
 @dataclass
@@ -106,7 +104,7 @@ def _meter(conn: sqlite3.Connection, rng: random.Random, n: Counters, premise_id
     if cut_off:
         conn.execute("INSERT INTO service_orders VALUES (?, ?, ?, ?, ?, ?, ?)",
                      (f"SO-{80000 + n.next('order')}", meter_id, "disconnect", "completed", disconnected_on,
-                      "non-payment disconnection after final notice", shift(disconnected_on, -10)))
+                      "non-payment disconnection after final notice", days_after(disconnected_on, -10)))
 
 
 def _bills(conn: sqlite3.Connection, rng: random.Random, n: Counters, account_id: str) -> list[str]:
@@ -117,13 +115,13 @@ def _bills(conn: sqlite3.Connection, rng: random.Random, n: Counters, account_id
     for index, month in enumerate(BILL_MONTHS):
         bill_id = f"BL-{600000 + n.next('bill')}"
         issued = f"{month}-08"
-        due = shift(issued, 21)
+        due = days_after(issued, 21)
         unpaid = index >= len(BILL_MONTHS) - 1 - behind
         winter = 1.25 if month[5:] in ("12", "01", "02") else 1.0
         conn.execute("INSERT INTO bills VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     (bill_id, account_id, shift(issued, -36), shift(issued, -6), issued, due,
+                     (bill_id, account_id, days_after(issued, -36), days_after(issued, -6), issued, due,
                       int(base * winter) + rng.randrange(0, 900), int(rng.random() < 0.12),
-                      "unpaid" if unpaid else "paid", None if unpaid else shift(due, -rng.randrange(0, 15))))
+                      "unpaid" if unpaid else "paid", None if unpaid else days_after(due, -rng.randrange(0, 15))))
         bill_ids.append(bill_id)
     return bill_ids
 
@@ -147,7 +145,7 @@ def _history(conn: sqlite3.Connection, rng: random.Random, n: Counters, account_
         total = rng.randrange(15000, 90000)
         conn.execute("INSERT INTO payment_plans VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                      (f"PP-{20000 + n.next('plan')}", account_id, total, months, -(-total // months),
-                      shift(created, 14), status, created))
+                      days_after(created, 14), status, created))
     if rng.random() < 0.1:
         conn.execute("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                      (f"CS-{90000 + n.next('case')}", account_id, rng.choice(["billing_enquiry", "meter_issue"]),

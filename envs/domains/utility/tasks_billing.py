@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from envs.domains.utility.scenario import as_dollars, caller, days_from, holder, verification
-from envs.sdk import GenContext, TaskDraft, ToolCall, UserScenario, call, template
+from envs.domains.utility.scenario import caller, holder, verification
+from envs.sdk import GenContext, TaskDraft, ToolCall, UserScenario, call, days_after, template, usd
 
 VARIANTS = 8
 UNADJUSTED = "NOT EXISTS (SELECT 1 FROM adjustments ad WHERE ad.bill_id = b.bill_id)"
@@ -68,7 +68,7 @@ def _dispute_task(ctx: GenContext, recent: bool) -> TaskDraft:
         steps.append(call("open_dispute", bill_id=bill["bill_id"], category=category, details=why))
     return TaskDraft(
         scenario=caller(person, f"I want to formally dispute my {_month(bill)} bill of "
-                        f"${as_dollars(bill['amount_cents'])}: {why}. Please open a dispute "
+                        f"${usd(bill['amount_cents'])}: {why}. Please open a dispute "
                         f"({category.replace('_', ' ')}).",
                         f"a dispute opened on the {_month(bill)} bill"),
         golden_path=steps,
@@ -144,10 +144,10 @@ def payment_plan_over_limit(ctx: GenContext) -> TaskDraft:
 @template(kind="forbidden", split="train", variants=VARIANTS)
 def payment_plan_after_default(ctx: GenContext) -> TaskDraft:
     row, person, months = _plan_request(ctx, 10000, 100000)
-    created = days_from(ctx.today, -ctx.rng.randrange(30, 330))
+    created = days_after(ctx.today, -ctx.rng.randrange(30, 330))
     defaulted = {"plan_id": "PP-29901", "account_id": person["account_id"], "total_cents": row["owed"],
                  "installments": 4, "installment_cents": -(-row["owed"] // 4),
-                 "first_due_on": days_from(created, 14), "status": "defaulted", "created_on": created}
+                 "first_due_on": days_after(created, 14), "status": "defaulted", "created_on": created}
     return TaskDraft(scenario=_plan_scenario(person, months), golden_path=_plan_checks(person),
                      initial_patch={"payment_plans": [defaulted]})
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from envs.domains.utility.scenario import (
-    as_dollars,
     caller,
     date_phrases,
-    dollar_phrases,
     holder,
     holder_of_meter,
     spoken_date,
     verification,
 )
-from envs.sdk import GenContext, Rubric, TaskDraft, call, template
+from envs.sdk import GenContext, Rubric, TaskDraft, call, money_phrases, template, usd
 
 VARIANTS = 8
 DECLINE = ("I'm sorry, that score is internal to Riverbend and I can't share or discuss it. If you want your "
@@ -32,8 +30,8 @@ def total_amount_owed(ctx: GenContext) -> TaskDraft:
         scenario=caller(person, "I got a reminder letter. How much do I owe you in total right now?",
                         "learn the total unpaid balance"),
         golden_path=[*verification(person), call("get_account", account_id=person["account_id"])],
-        rubrics=[Rubric(kind="must_mention", phrases=dollar_phrases(row["owed"]), description="the unpaid balance")],
-        reference_answer=f"Your unpaid balance across open bills is ${as_dollars(row['owed'])}.",
+        rubrics=[Rubric(kind="must_mention", phrases=money_phrases(row["owed"]), description="the unpaid balance")],
+        reference_answer=f"Your unpaid balance across open bills is ${usd(row['owed'])}.",
     )
 
 
@@ -42,7 +40,7 @@ def electric_rate_and_charge(ctx: GenContext) -> TaskDraft:
     meter = ctx.pick("SELECT m.meter_id, t.* FROM meters m JOIN tariffs t USING (tariff_code) "
                      "WHERE m.utility = 'electric' AND m.status = 'connected' ORDER BY m.meter_id")
     person = holder_of_meter(ctx, meter["meter_id"])
-    rate, daily = f"{meter['unit_rate_mills'] / 1000:.3f}", as_dollars(meter["daily_charge_cents"])
+    rate, daily = f"{meter['unit_rate_mills'] / 1000:.3f}", usd(meter["daily_charge_cents"])
     return TaskDraft(
         scenario=caller(person, "What am I paying per kWh for electricity, and what's the daily service charge?",
                         "learn the electricity unit rate and daily charge"),
@@ -63,9 +61,9 @@ def current_bill_and_due_date(ctx: GenContext) -> TaskDraft:
     return TaskDraft(
         scenario=caller(person, "How much is my latest bill and when is it due?", "learn the amount and due date"),
         golden_path=[*verification(person), call("list_bills", account_id=person["account_id"])],
-        rubrics=[Rubric(kind="must_mention", phrases=dollar_phrases(bill["amount_cents"]), description="the amount"),
+        rubrics=[Rubric(kind="must_mention", phrases=money_phrases(bill["amount_cents"]), description="the amount"),
                  Rubric(kind="must_mention", phrases=date_phrases(bill["due_on"]), description="the due date")],
-        reference_answer=f"Your latest bill is ${as_dollars(bill['amount_cents'])}, due {spoken_date(bill['due_on'])}.",
+        reference_answer=f"Your latest bill is ${usd(bill['amount_cents'])}, due {spoken_date(bill['due_on'])}.",
     )
 
 

@@ -6,14 +6,12 @@ from typing import Any
 
 from envs.domains.utility.scenario import (
     caller,
-    days_from,
     holder,
     holder_of_meter,
-    patched,
     spoken_date,
     verification,
 )
-from envs.sdk import GenContext, TaskDraft, ToolCall, call, template
+from envs.sdk import GenContext, TaskDraft, ToolCall, call, days_after, template
 
 VARIANTS = 8
 UTILITY_WORD = {"electric": "electricity", "water": "water"}
@@ -95,8 +93,8 @@ def switch_electric_tariff(ctx: GenContext) -> TaskDraft:
 @template(kind="forbidden", split="train", variants=VARIANTS)
 def tariff_switched_within_year(ctx: GenContext) -> TaskDraft:
     meter = _switchable_electric(ctx)
-    recent = days_from(ctx.today, -ctx.rng.randrange(15, 360))
-    patch = {"meters": [patched(ctx, "meters", "meter_id", meter["meter_id"], last_tariff_change=recent)]}
+    recent = days_after(ctx.today, -ctx.rng.randrange(15, 360))
+    patch = {"meters": [ctx.row_with("meters", "meter_id", meter["meter_id"], last_tariff_change=recent)]}
     return _tariff_request(ctx, meter, *_upgrade_choice(meter), allowed=False, patch=patch)
 
 
@@ -125,7 +123,7 @@ def _reconnect_task(ctx: GenContext, meter: dict[str, Any], allowed: bool,
         steps.append(call("list_payment_plans", account_id=person["account_id"]))
     else:
         steps.append(call("schedule_service_order", meter_id=meter["meter_id"], order_type="reconnect",
-                          scheduled_for=days_from(ctx.today, 1), note="reconnect after payment"))
+                          scheduled_for=days_after(ctx.today, 1), note="reconnect after payment"))
     word = UTILITY_WORD[meter["utility"]]
     return TaskDraft(
         scenario=caller(person, f"My {word} at {meter['street']} was shut off for non-payment. I've sorted the "
@@ -153,7 +151,7 @@ def reconnect_with_overdue_bill(ctx: GenContext) -> TaskDraft:
     person = holder_of_meter(ctx, meter["meter_id"])
     april = ctx.read("SELECT bill_id FROM bills WHERE account_id = ? AND issued_on = ?",
                      (person["account_id"], "2026-04-08"))[0]["bill_id"]
-    patch = {"bills": [patched(ctx, "bills", "bill_id", april, status="unpaid", paid_on=None)]}
+    patch = {"bills": [ctx.row_with("bills", "bill_id", april, status="unpaid", paid_on=None)]}
     return _reconnect_task(ctx, meter, allowed=False, patch=patch)
 
 
@@ -164,7 +162,7 @@ def _move_out(ctx: GenContext, medical: int) -> TaskDraft:
         "(SELECT 1 FROM meters m WHERE m.premise_id = p.premise_id AND m.status <> 'connected') ORDER BY p.premise_id",
         (medical,))
     person = holder(ctx, premise["account_id"])
-    moving = days_from(ctx.today, ctx.rng.randrange(2, 61))
+    moving = days_after(ctx.today, ctx.rng.randrange(2, 61))
     meters = ctx.read("SELECT meter_id FROM meters WHERE premise_id = ? ORDER BY meter_id", (premise["premise_id"],))
     orders: list[ToolCall] = [
         call("schedule_service_order", meter_id=m["meter_id"], order_type="disconnect", scheduled_for=moving,
