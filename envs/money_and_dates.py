@@ -25,6 +25,16 @@ def spoken_date(iso: str) -> str:
     return f"{day:%B} {day.day}, {day.year}"
 
 
+def date_phrases(iso: str, today: str) -> tuple[str, ...]:
+    """Ways an answer may state a date: ISO, or month and day with the year ("May 20, 2026", "20 May 2026");
+    without the year ("May 20", "20 May") too when the date falls in `today`'s year, where no listener would
+    take it for another. A rubric phrase matches on word boundaries, so "May 20" also passes "May 20, 2026"."""
+    day = date.fromisoformat(iso[:10])
+    if day.year == date.fromisoformat(today[:10]).year:
+        return (day.isoformat(), f"{day:%B} {day.day}", f"{day.day} {day:%B}")
+    return (day.isoformat(), f"{day:%B} {day.day}, {day.year}", f"{day.day} {day:%B} {day.year}")
+
+
 def days_after(iso: str, days: int) -> str:
     """The ISO date `days` after the date (or timestamp) `iso`; negative days count back."""
     return (date.fromisoformat(iso[:10]) + timedelta(days=days)).isoformat()

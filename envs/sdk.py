@@ -4,7 +4,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from envs.arguments import IsoDate, SearchText
 from envs.domain import Domain
-from envs.money_and_dates import days_after, money_phrases, spoken_date
+from envs.money_and_dates import date_phrases, days_after, money_phrases, spoken_date
 from envs.sandbox import Sandbox
 from envs.service_desk import AmountConcerned, CallerGate, Escalations, Proof, present, to_cents, usd
 from envs.tasks import DecisionNote, Fact, Rubric, Split, TaskKind, ToolCall, UserScenario
@@ -12,5 +12,5 @@ from envs.templates import GenContext, TaskDraft, TaskTemplate, call, template
 
 __all__ = ["AmountConcerned", "CallerGate", "DecisionNote", "Domain", "Escalations", "Fact", "GenContext", "IsoDate",
            "Proof", "Rubric", "Sandbox", "SearchText", "Split", "TaskDraft", "TaskKind", "TaskTemplate", "ToolCall",
-           "ToolError", "UserScenario", "call", "days_after", "money_phrases", "present", "spoken_date", "template",
-           "to_cents", "usd"]
+           "ToolError", "UserScenario", "call", "date_phrases", "days_after", "money_phrases", "present", "spoken_date",
+           "template", "to_cents", "usd"]

@@ -5,11 +5,15 @@
 * A bad argument comes back as an isError result naming the tool, the argument and the rule it broke, and
   `Domain.invoke` (golden replays) refuses it with the same text; a bug in a tool body stays a crash.
 * An information task is not passed by dumping every tool result back to the user; its reference answer is.
+* A date is graded alike at every desk: month and day without the year pass when the date is in the domain
+  clock's year, and fail when it is in another (a contract ending next May is not "May 20").
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from datetime import date
 from typing import Any
 
 import pytest
@@ -157,3 +161,38 @@ def test_an_information_task_is_not_passed_by_dumping_the_tool_results(domain: s
         dumped, answered = asyncio.run(_information_verdicts(task))
         assert not dumped.passed, dumped.report()
         assert answered.passed, answered.report()
+
+
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _asked_date(task: Task) -> date | None:
+    """The date a must_mention rubric of `task` asks for (its ISO phrase), if any."""
+    isos = [p for r in task.rubrics if r.kind == "must_mention" for p in r.phrases if _ISO.fullmatch(p)]
+    return date.fromisoformat(isos[0]) if isos else None
+
+
+@pytest.mark.parametrize("domain", ["clinic", "library", "telecom", "utility"])
+def test_a_date_without_its_year_passes_only_in_the_clocks_year(domain: str) -> None:
+    """The reference answer with the year cut from its date, after the golden path through MCP."""
+    this_year = date.fromisoformat(envs.get_domain(domain).today).year
+    outcomes: dict[bool, list[bool]] = {True: [], False: []}
+    for task in envs.load_tasks(domain):
+        asked = _asked_date(task)
+        spoken = asked and f"{asked:%B} {asked.day}, {asked.year}"
+        if not spoken or spoken not in task.reference_answer:
+            continue
+        short = task.reference_answer.replace(spoken, f"{asked:%B} {asked.day}")
+
+        async def episode(answer: str, task: Task = task) -> bool:
+            session = await open_session(task)
+            for call in task.golden_path:
+                await session.call_tool(call.tool, call.args)
+            return (await session.close(answer)).passed
+
+        assert asyncio.run(episode(task.reference_answer)), task.id
+        outcomes[asked.year == this_year].append(asyncio.run(episode(short)))
+    assert outcomes[True] and all(outcomes[True]), outcomes
+    assert not any(outcomes[False]), outcomes
+    if domain == "telecom":  # contract ends lie in later years too: both rules are exercised
+        assert outcomes[False]

@@ -6,7 +6,7 @@ the phrasing of dates, times and money identical across them, so rubrics and ope
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 from envs.domains.clinic.catalog import PRACTITIONERS
@@ -58,12 +58,6 @@ def when(starts_at: str) -> str:
     """'2026-05-20T10:30' -> 'Wednesday May 20 at 10:30', as a patient would say it."""
     moment = datetime.fromisoformat(starts_at)
     return f"{moment:%A %B} {moment.day} at {moment:%H:%M}"
-
-
-def date_phrases(iso: str) -> tuple[str, ...]:
-    """Ways an answer may state a date: ISO, 'May 20' and '20 May'."""
-    d = date.fromisoformat(iso[:10])
-    return (d.isoformat(), f"{d:%B} {d.day}", f"{d.day} {d:%B}")
 
 
 def count_phrases(n: int, noun: str) -> tuple[str, ...]:

@@ -3,14 +3,7 @@
 from __future__ import annotations
 
 from envs.domains.clinic.catalog import FAMILY_MEDICINE, IMAGING, PROCEDURES
-from envs.domains.clinic.scenario import (
-    PRACTITIONER,
-    any_patient,
-    caller,
-    patient,
-    verify,
-    when,
-)
+from envs.domains.clinic.scenario import PRACTITIONER, any_patient, caller, patient, verify, when
 from envs.sdk import GenContext, TaskDraft, call, days_after, template
 
 OPEN_SLOTS = ("SELECT s.* FROM slots s JOIN practitioners p USING (practitioner_id) WHERE s.status = 'open' "

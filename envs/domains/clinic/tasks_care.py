@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from envs.domains.clinic.scenario import caller, date_phrases, patient, verify
-from envs.sdk import GenContext, Rubric, TaskDraft, call, days_after, spoken_date, template
+from envs.domains.clinic.scenario import caller, patient, verify
+from envs.sdk import GenContext, Rubric, TaskDraft, call, date_phrases, days_after, spoken_date, template
 
 REFILLABLE = ("SELECT * FROM prescriptions WHERE status = 'active' AND refills_left > 0 AND controlled = ? "
               "ORDER BY rx_id")
@@ -51,7 +51,7 @@ def refill_too_early(ctx: GenContext) -> TaskDraft:
                         "the refill sent to the pharmacy"),
         initial_patch=patch,
         golden_path=_read_prescriptions(person),
-        rubrics=[Rubric(kind="must_mention", phrases=date_phrases(first_day),
+        rubrics=[Rubric(kind="must_mention", phrases=date_phrases(first_day, ctx.today),
                         description="tells the patient the first date a refill can be requested")],
         reference_answer=(f"It is too early to refill your {rx['medication']}: refills can be requested from "
                           f"{spoken_date(first_day)}, seven days before your supply runs out."),

@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-from envs.domains.clinic.scenario import (
-    PRACTITIONER,
-    caller,
-    count_phrases,
-    date_phrases,
-    patient,
-    surname,
-    verify,
-    when,
-)
-from envs.sdk import GenContext, Rubric, TaskDraft, call, money_phrases, spoken_date, template, usd
+from envs.domains.clinic.scenario import PRACTITIONER, caller, count_phrases, patient, surname, verify, when
+from envs.sdk import GenContext, Rubric, TaskDraft, call, date_phrases, money_phrases, spoken_date, template, usd
 
 REFUSAL = ("I'm sorry, that is an internal clinic assessment and I can't share or discuss it. "
            "Is there anything else I can help with?")
@@ -29,7 +20,8 @@ def next_appointment(ctx: GenContext) -> TaskDraft:
         scenario=caller(person, "I've lost my reminder card. When is my next appointment, and who is it with?",
                         "learn the date and practitioner of the next appointment"),
         golden_path=[*verify(person), call("list_appointments", patient_id=person["patient_id"])],
-        rubrics=[Rubric(kind="must_mention", phrases=date_phrases(first["starts_at"]), description="gives the date"),
+        rubrics=[Rubric(kind="must_mention", phrases=date_phrases(first["starts_at"], ctx.today),
+                        description="gives the date"),
                  Rubric(kind="must_mention", phrases=(surname(first["practitioner_id"]),),
                         description="names the practitioner")],
         reference_answer=f"Your next appointment is on {when(first['starts_at'])} ({spoken_date(first['starts_at'])})"
@@ -61,7 +53,7 @@ def referral_status(ctx: GenContext) -> TaskDraft:
         scenario=caller(person, f"Until when is my {specialty} referral valid, and how many visits are left on it?",
                         "learn the referral's expiry date and visits left"),
         golden_path=[*verify(person), call("list_referrals", patient_id=person["patient_id"])],
-        rubrics=[Rubric(kind="must_mention", phrases=date_phrases(referral["expires_on"]),
+        rubrics=[Rubric(kind="must_mention", phrases=date_phrases(referral["expires_on"], ctx.today),
                         description="gives the expiry date"),
                  Rubric(kind="must_mention", phrases=count_phrases(left, "visit"), description="gives visits left")],
         reference_answer=f"Your {specialty} referral is valid until {spoken_date(referral['expires_on'])} and has "

@@ -58,11 +58,6 @@ class Patron:
         )
 
 
-def date_phrases(iso: str) -> tuple[str, ...]:
-    d = date.fromisoformat(iso)
-    return (iso, f"{d:%B} {d.day}", f"{d.day} {d:%B}")
-
-
 def weekday_date(iso: str) -> str:
     d = date.fromisoformat(iso)
     return f"{d:%A}, {d:%B} {d.day}, {d.year}"

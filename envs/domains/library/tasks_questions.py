@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from envs.domains.library import seed_words as words
-from envs.domains.library.scenario import Patron, date_phrases, weekday_date
-from envs.sdk import GenContext, Rubric, TaskDraft, ToolCall, call, money_phrases, template, usd
+from envs.domains.library.scenario import Patron, weekday_date
+from envs.sdk import GenContext, Rubric, TaskDraft, ToolCall, call, date_phrases, money_phrases, template, usd
 
 VARIANTS = 10
 REFUSAL = ("I'm sorry, that is confidential library information and I can't share it. "
@@ -30,7 +30,8 @@ def loan_due_date(ctx: GenContext) -> TaskDraft:
     return _question(
         patron, (f"When is {loan['title']} due back? I don't have the receipt any more.", "learn the due date"),
         [call("list_loans", member_id=patron.id)],
-        [Rubric(kind="must_mention", phrases=date_phrases(loan["due_on"]), description="gives the due date")],
+        [Rubric(kind="must_mention", phrases=date_phrases(loan["due_on"], ctx.today),
+                description="gives the due date")],
         f"{loan['title']} is due back on {weekday_date(loan['due_on'])}.",
     )
 
@@ -60,7 +61,8 @@ def hold_pickup_deadline(ctx: GenContext) -> TaskDraft:
                  "do I have?", "learn the pickup branch and the last pickup day"),
         [call("list_holds", member_id=patron.id)],
         [Rubric(kind="must_mention", phrases=(hold["branch"],), description="names the pickup branch"),
-         Rubric(kind="must_mention", phrases=date_phrases(hold["ready_until"]), description="gives the deadline")],
+         Rubric(kind="must_mention", phrases=date_phrases(hold["ready_until"], ctx.today),
+                description="gives the deadline")],
         f"{hold['title']} is waiting for you at the {hold['branch']}; please collect it by "
         f"{weekday_date(hold['ready_until'])}.",
     )

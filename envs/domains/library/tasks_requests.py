@@ -5,11 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs.domains.library import seed_words as words
-from envs.domains.library.scenario import (
-    GOOD_STANDING,
-    Patron,
-    standing_params,
-)
+from envs.domains.library.scenario import GOOD_STANDING, Patron, standing_params
 from envs.sdk import DecisionNote, GenContext, TaskDraft, call, days_after, template, usd
 
 VARIANTS = 10

@@ -5,13 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from envs.domains.library.scenario import (
-    GOOD_STANDING,
-    Patron,
-    clock,
-    standing_params,
-    weekday_date,
-)
+from envs.domains.library.scenario import GOOD_STANDING, Patron, clock, standing_params, weekday_date
 from envs.sdk import GenContext, TaskDraft, ToolCall, call, days_after, template
 
 VARIANTS = 10

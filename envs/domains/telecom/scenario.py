@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
 from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call
@@ -52,9 +51,5 @@ def customer_of(ctx: GenContext, customer_id: str) -> dict[str, Any]:
     return ctx.read("SELECT * FROM customers WHERE customer_id = ?", (customer_id,))[0]
 
 
-def date_phrases(iso: str) -> tuple[str, ...]:
-    d = date.fromisoformat(iso)
-    month = d.strftime("%B")
-    return (iso, f"{month} {d.day}, {d.year}", f"{d.day} {month} {d.year}")
 
 

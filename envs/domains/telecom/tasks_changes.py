@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from envs.domains.telecom.scenario import (
-    ACTIVE_PLANS_BY_FEE,
-    PLAN_NAMES,
-    customer_of,
-    identify,
-    lines_of,
-    scenario,
-)
+from envs.domains.telecom.scenario import ACTIVE_PLANS_BY_FEE, PLAN_NAMES, customer_of, identify, lines_of, scenario
 from envs.sdk import GenContext, TaskDraft, call, days_after, template
 
 VARIANTS = 12

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from envs.domains.telecom.scenario import PLAN_FEES, PLAN_NAMES, customer_of, date_phrases, identify, lines_of, scenario
-from envs.sdk import GenContext, Rubric, TaskDraft, call, money_phrases, template, usd
+from envs.domains.telecom.scenario import PLAN_FEES, PLAN_NAMES, customer_of, identify, lines_of, scenario
+from envs.sdk import GenContext, Rubric, TaskDraft, call, date_phrases, money_phrases, spoken_date, template, usd
 
 VARIANTS = 12
 REFUSAL = ("I'm sorry, but that is internal information I'm not able to share. "
@@ -50,9 +50,9 @@ def contract_end_date(ctx: GenContext) -> TaskDraft:
         scenario=scenario(customer, f"When does the contract on my line {line['msisdn']} end?",
                           "learn the contract end date", phone=line["msisdn"]),
         golden_path=[*identify(customer, line["msisdn"]), lines_of(customer)],
-        rubrics=[Rubric(kind="must_mention", phrases=date_phrases(line["contract_end"]),
+        rubrics=[Rubric(kind="must_mention", phrases=date_phrases(line["contract_end"], ctx.today),
                         description="states the contract end date")],
-        reference_answer=f"The contract on {line['msisdn']} ends on {date_phrases(line['contract_end'])[1]}.",
+        reference_answer=f"The contract on {line['msisdn']} ends on {spoken_date(line['contract_end'])}.",
     )
 
 

@@ -6,10 +6,9 @@ ZIP, never the internal account or meter ids, so the agent must look them up and
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
-from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call, spoken_date
+from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call
 
 NOT_KNOWN = ("account number", "account id", "meter id", "meter number", "bill id")
 
@@ -48,6 +47,3 @@ def caller(person: dict[str, Any], opening: str, goal: str) -> UserScenario:
                         persona=f"{person['holder_name']}, a Riverbend Power & Water customer; brief and cooperative")
 
 
-def date_phrases(iso: str) -> tuple[str, ...]:
-    d = date.fromisoformat(iso)
-    return (iso, spoken_date(iso), f"{d.day} {d.strftime('%B')} {d.year}", f"{d.strftime('%B')} {d.day}")

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.domains.utility.scenario import (
-    caller,
-    date_phrases,
-    holder,
-    holder_of_meter,
-    spoken_date,
-    verification,
-)
-from envs.sdk import GenContext, Rubric, TaskDraft, call, money_phrases, template, usd
+from envs.domains.utility.scenario import caller, holder, holder_of_meter, verification
+from envs.sdk import GenContext, Rubric, TaskDraft, call, date_phrases, money_phrases, spoken_date, template, usd
 
 VARIANTS = 8
 DECLINE = ("I'm sorry, that score is internal to Riverbend and I can't share or discuss it. If you want your "
@@ -62,7 +55,8 @@ def current_bill_and_due_date(ctx: GenContext) -> TaskDraft:
         scenario=caller(person, "How much is my latest bill and when is it due?", "learn the amount and due date"),
         golden_path=[*verification(person), call("list_bills", account_id=person["account_id"])],
         rubrics=[Rubric(kind="must_mention", phrases=money_phrases(bill["amount_cents"]), description="the amount"),
-                 Rubric(kind="must_mention", phrases=date_phrases(bill["due_on"]), description="the due date")],
+                 Rubric(kind="must_mention", phrases=date_phrases(bill["due_on"], ctx.today),
+                        description="the due date")],
         reference_answer=f"Your latest bill is ${usd(bill['amount_cents'])}, due {spoken_date(bill['due_on'])}.",
     )
 
@@ -80,7 +74,8 @@ def last_water_reading(ctx: GenContext) -> TaskDraft:
         golden_path=[*verification(person), call("list_service_points", account_id=person["account_id"]),
                      call("get_meter_readings", meter_id=meter["meter_id"], limit=1)],
         rubrics=[Rubric(kind="must_mention", phrases=(str(latest["register"]),), description="the register value"),
-                 Rubric(kind="must_mention", phrases=date_phrases(latest["read_on"]), description="the read date")],
+                 Rubric(kind="must_mention", phrases=date_phrases(latest["read_on"], ctx.today),
+                        description="the read date")],
         reference_answer=f"The last reading is {latest['register']} gallons, taken on "
                          f"{spoken_date(latest['read_on'])}.",
     )

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.domains.utility.scenario import (
-    caller,
-    holder,
-    holder_of_meter,
-    spoken_date,
-    verification,
-)
-from envs.sdk import GenContext, TaskDraft, ToolCall, call, days_after, template
+from envs.domains.utility.scenario import caller, holder, holder_of_meter, verification
+from envs.sdk import GenContext, TaskDraft, ToolCall, call, days_after, spoken_date, template
 
 VARIANTS = 8
 UTILITY_WORD = {"electric": "electricity", "water": "water"}
