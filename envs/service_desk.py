@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NamedTuple, overload
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar, overload
 
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -20,12 +20,25 @@ from pydantic import Field
 from envs.sandbox import Sandbox
 
 Row = dict[str, Any]
+Shown = TypeVar("Shown", Row, list[Row])
 AmountConcerned = Annotated[float | None, Field(ge=0, description="amount concerned, in US dollars")]
 
 
 def usd(cents: int | None) -> str | None:
     """Cents as the dollar string tools return ("12.50"); None stays None."""
     return None if cents is None else f"{cents / 100:.2f}"
+
+
+def shown(records: Shown, dollars: Sequence[str] = (), flags: Sequence[str] = ()) -> Shown:
+    """`records` (one row or a list of rows, changed in place) as the agent reads them: each `<name>_cents` of
+    `dollars` becomes `<name>_usd`, a dollar string moved to the end of its row, and each column of `flags` a
+    boolean instead of SQLite's 0/1."""
+    for row in [records] if isinstance(records, dict) else records:
+        for name in dollars:
+            row[f"{name}_usd"] = usd(row.pop(f"{name}_cents"))
+        for name in flags:
+            row[name] = bool(row[name])
+    return records
 
 
 @overload

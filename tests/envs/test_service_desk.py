@@ -1,12 +1,16 @@
 """The service desk's shared tools (envs/service_desk.py), in every built-in domain that uses them, through real
 MCP sessions: the verification tool admits only a caller whose stated facts match, and says the same whether
 the id or a fact is wrong; gated tools refuse until then; escalations start pending when a decision is needed,
-store the amount in cents, and leave their free text out of the graded state."""
+store the amount in cents, and leave their free text out of the graded state. Every desk shows money as dollars:
+no tool result on a golden path carries a `_cents` field, and every `_usd` field is a dollar string."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -82,3 +86,36 @@ def test_a_decision_category_the_agent_cannot_choose_is_refused_at_declaration()
     with pytest.raises(ValueError, match="refund_aproval"):
         Escalations(TICKETS.gate, "cases", "case_id", "CS", categories=("refund_approval", "billing"),
                     needs_decision=("refund_aproval",), text_column="summary")
+
+
+def _fields(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every (field name, value) pair of a JSON tool result, depth first."""
+    if isinstance(value, dict):
+        for name, inner in value.items():
+            yield name, inner
+            yield from _fields(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _fields(inner)
+
+
+async def _money_fields(domain: str) -> tuple[set[str], list[tuple[str, Any]]]:
+    """(the tools called, every money field they returned) along one golden path per template."""
+    tools: set[str] = set()
+    fields: list[tuple[str, Any]] = []
+    for task in {t.template: t for t in envs.load_tasks(domain)}.values():
+        session = await envs.open_session(task)
+        for call in task.golden_path:
+            result = await session.call_tool(call.tool, call.args)
+            tools.add(call.tool)
+            fields += [f for f in _fields(json.loads(_text(result))) if f[0].endswith(("_cents", "_usd"))]
+        await session.close()
+    return tools, fields
+
+
+@pytest.mark.parametrize("domain", ["clinic", "library", "telecom", "ticketing", "utility"])
+def test_every_desk_shows_money_as_dollar_strings(domain: str) -> None:
+    tools, fields = asyncio.run(_money_fields(domain))
+    assert len(tools) >= 5 and len(fields) >= 10, (tools, fields)
+    assert not [name for name, _ in fields if name.endswith("_cents")]
+    assert all(v is None or re.fullmatch(r"-?\d+\.\d{2,3}", v) for _, v in fields), fields

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from envs.domains.clinic.desk import GATE, AppointmentId, PatientId, owned
-from envs.sdk import Escalations, Sandbox, ToolError, usd
+from envs.sdk import Escalations, Sandbox, ToolError, shown, usd
 
 REQUESTS = Escalations(GATE, "requests", "request_id", "RQ",
                        categories=("fee_waiver_approval", "controlled_refill_review", "scheduling", "billing",
@@ -23,9 +23,7 @@ def list_fees(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any]]:
         "a.starts_at AS appointment_at, p.full_name AS practitioner FROM fees f "
         "LEFT JOIN appointments a USING (appointment_id) LEFT JOIN practitioners p ON p.practitioner_id = "
         "a.practitioner_id WHERE f.patient_id = ? ORDER BY f.charged_on DESC", (patient_id,))
-    for row in rows:
-        row["amount_usd"] = usd(row.pop("amount_cents"))
-    return rows
+    return shown(rows, dollars=("amount",))
 
 
 def charge_fee(

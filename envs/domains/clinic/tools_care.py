@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from envs.domains.clinic.desk import GATE, PatientId, owned
-from envs.sdk import Sandbox, ToolError
+from envs.sdk import Sandbox, ToolError, shown
 
 
 def list_referrals(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any]]:
@@ -27,7 +27,7 @@ def list_prescriptions(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any
     for row in rows:
         runs_out = date.fromisoformat(row["last_filled_on"]) + timedelta(days=row["days_supply"])
         row["supply_runs_out_on"] = runs_out.isoformat()
-        row["controlled"] = bool(row["controlled"])
+        shown(row, flags=("controlled",))
     return rows
 
 

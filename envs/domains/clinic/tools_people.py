@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from envs.domains.clinic.desk import GATE, PatientId, found
-from envs.sdk import Proof, Sandbox, ToolError, usd
+from envs.sdk import Proof, Sandbox, ToolError, shown, usd
 
 PhoneGiven = Annotated[str | None, Field(description="the patient's phone number, e.g. 503-555-1042")]
 EmailGiven = Annotated[str | None, Field(description="the patient's email address")]
@@ -42,7 +42,7 @@ def list_coverage(db: Sandbox, patient_id: PatientId) -> dict[str, Any]:
     GATE.require(db, patient_id)
     plan = found(db.one("SELECT p.member_number, i.* FROM patients p JOIN insurance_plans i USING (plan_code) "
                         "WHERE p.patient_id = ?", (patient_id,)), "patient")
-    plan["preauth_threshold_usd"] = usd(plan.pop("preauth_threshold_cents"))
+    shown(plan, dollars=("preauth_threshold",))
     plan["preauthorisations"] = db.query(
         "SELECT a.auth_id, a.procedure_code, r.name AS procedure, a.status, a.submitted_on, a.decided_on "
         "FROM preauthorisations a JOIN procedures r USING (procedure_code) WHERE a.patient_id = ? "

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from envs.domains.clinic.desk import GATE, AppointmentId, PatientId, PractitionerId, found, owned
-from envs.sdk import IsoDate, Sandbox, ToolError, usd
+from envs.sdk import IsoDate, Sandbox, ToolError, shown
 
 FirstDate = Annotated[IsoDate, Field(description="a date, YYYY-MM-DD")]
 LastDate = Annotated[IsoDate | None, Field(description="last date to include, YYYY-MM-DD; default 13 days on")]
@@ -21,10 +21,7 @@ def list_practitioners(
     """Practitioners with specialty, whether a referral is required, and their late-cancellation fee."""
     rows = db.query("SELECT * FROM practitioners WHERE ? IS NULL OR lower(specialty) = lower(?) "
                     "ORDER BY practitioner_id", (specialty, specialty))
-    for row in rows:
-        row["requires_referral"] = bool(row["requires_referral"])
-        row["late_fee_usd"] = usd(row.pop("late_fee_cents"))
-    return rows
+    return shown(rows, dollars=("late_fee",), flags=("requires_referral",))
 
 
 def list_open_slots(

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from envs.domains.library.console import GATE, MemberId, Summary, fetch, unpaid_cents
-from envs.sdk import AmountConcerned, Proof, Sandbox, ToolError, to_cents, usd
+from envs.sdk import AmountConcerned, Proof, Sandbox, ToolError, shown, to_cents, usd
 
 CardNumberGiven = Annotated[str | None, Field(description="library card number, 14 digits (spaces allowed)")]
 EmailGiven = Annotated[str | None, Field(description="email address on the membership")]
@@ -54,15 +54,13 @@ def list_fines(db: Sandbox, member_id: MemberId) -> dict[str, Any]:
         "WHERE f.member_id = ? ORDER BY f.assessed_on DESC, f.fine_id",
         (member_id,),
     )
-    for fine in fines:
-        fine["amount_usd"] = usd(fine.pop("amount_cents"))
+    shown(fines, dollars=("amount",))
     waivers = db.query(
         "SELECT w.waiver_id, w.fine_id, w.amount_cents, w.waived_on FROM waivers w JOIN fines f USING (fine_id) "
         "WHERE f.member_id = ? ORDER BY w.waived_on DESC",
         (member_id,),
     )
-    for waiver in waivers:
-        waiver["amount_usd"] = usd(waiver.pop("amount_cents"))
+    shown(waivers, dollars=("amount",))
     return {"fines": fines, "waivers": waivers, "unpaid_total_usd": usd(unpaid_cents(db, member_id))}
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from envs.domains.library.console import GATE, BranchId, ItemId, LoanId, MemberId, fetch
-from envs.sdk import Sandbox, SearchText, ToolError, usd
+from envs.sdk import Sandbox, SearchText, ToolError, shown, usd
 
 _OPEN_HOLD = ("waiting", "ready")
 _OPEN_ILL = ("requested", "in_transit", "arrived")
@@ -26,8 +26,7 @@ def search_catalogue(
         ("available", f"%{query.strip()}%", f"%{query.strip()}%"),
     )
     for item in items:
-        item["replacement_cost_usd"] = usd(item.pop("replacement_cost_cents"))
-        item["new_release"] = bool(item["new_release"])
+        shown(item, dollars=("replacement_cost",), flags=("new_release",))
         item["available"] = item["available"] or 0
     return items
 
@@ -56,9 +55,7 @@ def list_loans(db: Sandbox, member_id: MemberId) -> list[dict[str, Any]]:
         "JOIN items i USING (item_id) WHERE l.member_id = ? AND l.status = ? ORDER BY l.due_on, l.loan_id",
         ("waiting", member_id, "active"),
     )
-    for loan in loans:
-        loan["new_release"] = bool(loan["new_release"])
-    return loans
+    return shown(loans, flags=("new_release",))
 
 
 def _active_loan(db: Sandbox, loan_id: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.sdk import CallerGate, Escalations, Proof, Sandbox, ToolError, present, to_cents, usd
+from envs.sdk import CallerGate, Escalations, Proof, Sandbox, ToolError, present, shown, to_cents, usd
 
 CustomerId = Annotated[str, Field(description="customer id, e.g. C-10001 (from find_customer)")]
 LineId = Annotated[str, Field(description="line id, e.g. L-20001 (from list_lines)")]
@@ -69,8 +69,7 @@ def list_lines(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
         (customer_id,),
     )
     for line in lines:
-        line["monthly_fee_usd"] = usd(line.pop("monthly_fee_cents"))
-        line["roaming_enabled"] = bool(line["roaming_enabled"])
+        shown(line, dollars=("monthly_fee",), flags=("roaming_enabled",))
         line["addons"] = [r["addon_code"] for r in db.query(
             "SELECT addon_code FROM line_addons WHERE line_id = ? ORDER BY addon_code", (line["line_id"],))]
     return lines
@@ -83,19 +82,13 @@ def list_devices(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
         "SELECT d.* FROM devices d JOIN lines l USING (line_id) WHERE l.customer_id = ? ORDER BY d.device_id",
         (customer_id,),
     )
-    for device in devices:
-        device["price_usd"] = usd(device.pop("price_cents"))
-        device["insured"] = bool(device["insured"])
-    return devices
+    return shown(devices, dollars=("price",), flags=("insured",))
 
 
 def list_plans(db: Sandbox) -> list[dict[str, Any]]:
     """The plan catalogue with monthly fees; legacy plans (is_active false) are closed to new selections."""
     plans = db.query("SELECT * FROM plans ORDER BY monthly_fee_cents")
-    for plan in plans:
-        plan["monthly_fee_usd"] = usd(plan.pop("monthly_fee_cents"))
-        plan["is_active"] = bool(plan["is_active"])
-    return plans
+    return shown(plans, dollars=("monthly_fee",), flags=("is_active",))
 
 
 def list_invoices(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
@@ -107,10 +100,7 @@ def list_invoices(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
         "ORDER BY i.issued_on DESC",
         (customer_id,),
     )
-    for invoice in invoices:
-        invoice["amount_usd"] = usd(invoice.pop("amount_cents"))
-        invoice["credited_usd"] = usd(invoice.pop("credited_cents"))
-    return invoices
+    return shown(invoices, dollars=("amount", "credited"))
 
 
 def change_plan(

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from envs.domains.ticketing.access import GATE, CustomerId, EventId, require
-from envs.sdk import Proof, Sandbox, SearchText, ToolError, usd
+from envs.sdk import Proof, Sandbox, SearchText, ToolError, shown
 
 _TICKET_VIEW = (
     "SELECT t.ticket_id, t.order_id, t.event_id, e.title, e.event_date, e.status AS event_status, "
@@ -61,17 +61,14 @@ def list_orders(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
     GATE.require(db, customer_id)
     orders = db.query(
         "SELECT o.order_id, o.event_id, e.title, e.event_date, e.status AS event_status, o.placed_on, o.status, "
-        "COUNT(t.ticket_id) AS tickets, SUM(t.face_value_cents) AS face_cents, SUM(t.fee_cents) AS fee_cents, "
+        "COUNT(t.ticket_id) AS tickets, SUM(t.face_value_cents) AS face_value_total_cents, "
+        "SUM(t.fee_cents) AS fees_total_cents, "
         "(SELECT SUM(r.amount_cents) FROM refunds r WHERE r.order_id = o.order_id) AS refunded_cents "
         "FROM orders o JOIN events e USING (event_id) JOIN tickets t USING (order_id) "
         "WHERE o.customer_id = ? GROUP BY o.order_id ORDER BY o.placed_on DESC, o.order_id",
         (customer_id,),
     )
-    for order in orders:
-        order["face_value_total_usd"] = usd(order.pop("face_cents"))
-        order["fees_total_usd"] = usd(order.pop("fee_cents"))
-        order["refunded_usd"] = usd(order.pop("refunded_cents"))
-    return orders
+    return shown(orders, dollars=("face_value_total", "fees_total", "refunded"))
 
 
 def list_tickets(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
@@ -80,10 +77,7 @@ def list_tickets(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
     tickets = db.query(_TICKET_VIEW + "WHERE t.holder_id = ? ORDER BY e.event_date, t.ticket_id",
                        ("active", customer_id))
     for ticket in tickets:
-        ticket["face_value_usd"] = usd(ticket.pop("face_value_cents"))
-        ticket["fee_usd"] = usd(ticket.pop("fee_cents"))
-        ticket["wheelchair_space"] = bool(ticket["wheelchair_space"])
-        ticket["exchanged"] = bool(ticket["exchanged"])
+        shown(ticket, dollars=("face_value", "fee"), flags=("wheelchair_space", "exchanged"))
         ticket["accessibility_requests"] = db.query(
             "SELECT request_id, need, status FROM accessibility_requests WHERE ticket_id = ? ORDER BY request_id",
             (ticket["ticket_id"],))
@@ -95,9 +89,7 @@ def get_event(db: Sandbox, event_id: EventId) -> dict[str, Any]:
     event = require(db.one(
         "SELECT e.*, v.name AS venue, v.city, v.step_free FROM events e JOIN venues v USING (venue_id) "
         "WHERE e.event_id = ?", (event_id,)), f"event {event_id}")
-    event["base_price_usd"] = usd(event.pop("base_price_cents"))
-    event["resale_allowed"] = bool(event["resale_allowed"])
-    event["step_free"] = bool(event["step_free"])
+    shown(event, dollars=("base_price",), flags=("resale_allowed", "step_free"))
     return event
 
 
@@ -118,7 +110,7 @@ def list_listings(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
         "SELECT l.*, e.title, e.event_date FROM resale_listings l JOIN tickets t USING (ticket_id) "
         "JOIN events e ON e.event_id = t.event_id WHERE l.seller_id = ? ORDER BY l.listing_id", (customer_id,))
     for listing in listings:
-        listing["price_usd"] = usd(listing.pop("price_cents"))
+        shown(listing, dollars=("price",))
         listing["INTERNAL_buyer_name"] = listing.pop("buyer_name")
     return listings
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from envs.domains.utility.access import GATE, AccountId, MeterId, existing, unpaid_balance_cents, verified_meter
-from envs.sdk import Proof, Sandbox, ToolError, usd
+from envs.sdk import Proof, Sandbox, ToolError, shown, usd
 
 
 def _canonical_phone(phone: str) -> str:
@@ -58,8 +58,7 @@ def get_account(db: Sandbox, account_id: AccountId) -> dict[str, Any]:
     GATE.require(db, account_id)
     account = existing(db.one("SELECT * FROM accounts WHERE account_id = ?", (account_id,)), f"account {account_id}")
     del account["ssn_last4"]
-    account["medical_priority"] = bool(account["medical_priority"])
-    account["autopay"] = bool(account["autopay"])
+    shown(account, flags=("medical_priority", "autopay"))
     account["unpaid_balance_usd"] = usd(unpaid_balance_cents(db, account_id))
     return account
 
@@ -103,9 +102,7 @@ def list_tariffs(
     rows = db.query("SELECT * FROM tariffs WHERE ? IS NULL OR utility = ? ORDER BY tariff_code", (utility, utility))
     for row in rows:
         row["unit_rate_usd"] = f"{row.pop('unit_rate_mills') / 1000:.3f}"
-        row["daily_charge_usd"] = usd(row.pop("daily_charge_cents"))
-        for flag in ("is_open", "needs_smart_meter", "needs_assistance"):
-            row[flag] = bool(row[flag])
+        shown(row, dollars=("daily_charge",), flags=("is_open", "needs_smart_meter", "needs_assistance"))
     return rows
 
 
@@ -122,7 +119,7 @@ def list_bills(db: Sandbox, account_id: AccountId) -> list[dict[str, Any]]:
         amount, adjusted = bill.pop("amount_cents"), bill.pop("adjusted_cents")
         bill["amount_usd"], bill["adjusted_usd"] = usd(amount), usd(adjusted)
         bill["amount_due_usd"] = usd(amount - adjusted if bill["status"] == "unpaid" else 0)
-        bill["estimated"] = bool(bill["estimated"])
+        shown(bill, flags=("estimated",))
     return bills
 
 
@@ -130,7 +127,4 @@ def list_payment_plans(db: Sandbox, account_id: AccountId) -> list[dict[str, Any
     """Every payment plan the account has had (active, completed or defaulted), newest first."""
     GATE.require(db, account_id)
     plans = db.query("SELECT * FROM payment_plans WHERE account_id = ? ORDER BY created_on DESC", (account_id,))
-    for plan in plans:
-        plan["total_usd"] = usd(plan.pop("total_cents"))
-        plan["installment_usd"] = usd(plan.pop("installment_cents"))
-    return plans
+    return shown(plans, dollars=("total", "installment"))
