@@ -15,7 +15,6 @@ from envs.service_desk import usd
 def money_phrases(cents: int) -> tuple[str, ...]:
     """Ways an answer may state an amount: always with cents ("84.20"), and also "84" when it is whole dollars."""
     exact = usd(cents)
-    assert exact is not None
     return (exact, str(cents // 100)) if cents % 100 == 0 else (exact,)
 
 

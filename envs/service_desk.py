@@ -24,6 +24,10 @@ Shown = TypeVar("Shown", Row, list[Row])
 AmountConcerned = Annotated[float | None, Field(ge=0, description="amount concerned, in US dollars")]
 
 
+@overload
+def usd(cents: int) -> str: ...
+@overload
+def usd(cents: None) -> None: ...
 def usd(cents: int | None) -> str | None:
     """Cents as the dollar string tools return ("12.50"); None stays None."""
     return None if cents is None else f"{cents / 100:.2f}"
