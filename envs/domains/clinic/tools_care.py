@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from envs.domains.clinic.desk import GATE, PatientId, owned
-from envs.sdk import Sandbox, ToolError, shown
+from envs.sdk import Sandbox, ToolError, days_after, shown
 
 
 def list_referrals(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any]]:
@@ -25,8 +24,7 @@ def list_prescriptions(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any
     GATE.require(db, patient_id)
     rows = db.query("SELECT * FROM prescriptions WHERE patient_id = ? ORDER BY rx_id", (patient_id,))
     for row in rows:
-        runs_out = date.fromisoformat(row["last_filled_on"]) + timedelta(days=row["days_supply"])
-        row["supply_runs_out_on"] = runs_out.isoformat()
+        row["supply_runs_out_on"] = days_after(row["last_filled_on"], row["days_supply"])
         shown(row, flags=("controlled",))
     return rows
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from envs.domains.clinic.desk import GATE, AppointmentId, PatientId, PractitionerId, found, owned
-from envs.sdk import IsoDate, Sandbox, ToolError, shown
+from envs.sdk import IsoDate, Sandbox, ToolError, days_after, shown
 
 FirstDate = Annotated[IsoDate, Field(description="a date, YYYY-MM-DD")]
 LastDate = Annotated[IsoDate | None, Field(description="last date to include, YYYY-MM-DD; default 13 days on")]
@@ -33,7 +32,7 @@ def list_open_slots(
     """Open (bookable) slots of one practitioner between two dates; past slots are never listed."""
     found(db.one("SELECT practitioner_id FROM practitioners WHERE practitioner_id = ?", (practitioner_id,)),
           f"practitioner {practitioner_id}")
-    last = to_date or (date.fromisoformat(from_date) + timedelta(days=13)).isoformat()
+    last = to_date or days_after(from_date, 13)
     return db.query(
         "SELECT slot_id, starts_at, minutes FROM slots WHERE practitioner_id = ? AND status = ? "
         "AND substr(starts_at, 1, 10) BETWEEN max(?, ?) AND ? ORDER BY starts_at LIMIT 80",

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from envs.domains.library.console import GATE, BranchId, ItemId, LoanId, MemberId, fetch
-from envs.sdk import Sandbox, SearchText, ToolError, shown, usd
+from envs.sdk import Sandbox, SearchText, ToolError, days_after, shown, usd
 
 _OPEN_HOLD = ("waiting", "ready")
 _OPEN_ILL = ("requested", "in_transit", "arrived")
@@ -71,8 +70,7 @@ def renew_loan(db: Sandbox, loan_id: LoanId) -> dict[str, Any]:
     loan = _active_loan(db, loan_id)
     period = db.one("SELECT i.loan_days FROM copies c JOIN items i USING (item_id) WHERE c.copy_id = ?",
                     (loan["copy_id"],))
-    start = max(date.fromisoformat(loan["due_on"]), date.fromisoformat(db.today))
-    due = (start + timedelta(days=period["loan_days"] if period else 0)).isoformat()
+    due = days_after(max(loan["due_on"], db.today), period["loan_days"] if period else 0)
     db.execute("UPDATE loans SET due_on = ?, renewals = renewals + 1 WHERE loan_id = ?", (due, loan_id))
     return {"loan_id": loan_id, "due_on": due, "renewals": loan["renewals"] + 1}
 

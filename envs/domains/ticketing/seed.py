@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from datetime import date, timedelta
 
 from envs.domains.ticketing.catalogue import (
     CALENDAR,
@@ -25,6 +24,7 @@ from envs.domains.ticketing.catalogue import (
     service_fee,
     venue_id,
 )
+from envs.sdk import days_after
 
 __all__ = ["TODAY", "populate"]
 
@@ -152,7 +152,7 @@ class _Seeder:
         else:
             to_id, to_email = None, f"{rng.choice(FIRST)}.{rng.randrange(100, 999)}@{rng.choice(OUTSIDE_DOMAINS)}"
             to_email = to_email.lower()
-        when = (date.fromisoformat(placed) + timedelta(days=rng.randrange(1, 10))).isoformat()
+        when = days_after(placed, rng.randrange(1, 10))
         self.conn.execute("INSERT INTO transfers VALUES (?, ?, ?, ?, ?)",
                           (self.next_id("transfer", "TR", 50000), ticket_id, from_customer, to_email,
                            min(when, TODAY.isoformat())))
@@ -163,12 +163,12 @@ class _Seeder:
         rng = self.rng
         status = rng.choices(["active", "sold", "withdrawn"], weights=[5, 4, 1])[0]
         price = round(face * rng.choice([0.8, 0.9, 1.0, 1.1, 1.2]) / 50) * 50
-        listed = (date.fromisoformat(placed) + timedelta(days=rng.randrange(1, 20))).isoformat()
+        listed = days_after(placed, rng.randrange(1, 20))
         listed = min(listed, day(-1))
         buyer_name = sold_on = None
         if status == "sold":
             buyer_id, buyer_name, buyer_email = rng.choice([c for c in self.customers[:400] if c[0] != seller])
-            sold_on = min((date.fromisoformat(listed) + timedelta(days=rng.randrange(1, 15))).isoformat(),
+            sold_on = min(days_after(listed, rng.randrange(1, 15)),
                           TODAY.isoformat())
             self.conn.execute("UPDATE tickets SET holder_id = ?, holder_email = ? WHERE ticket_id = ?",
                               (buyer_id, buyer_email, ticket_id))

@@ -6,7 +6,7 @@ utility, a credit fits the bill). Whether the change is allowed under policy.md 
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -21,7 +21,7 @@ from envs.domains.utility.access import (
     verified_bill,
     verified_meter,
 )
-from envs.sdk import Escalations, Sandbox, ToolError, to_cents, usd
+from envs.sdk import Escalations, Sandbox, ToolError, days_after, to_cents, usd
 
 Dollars = Annotated[float, Field(gt=0, description="amount in US dollars, e.g. 18.75")]
 
@@ -94,7 +94,7 @@ def create_payment_plan(
     if total <= 0:
         raise ToolError(f"account {account_id} has no unpaid balance")
     each = -(-total // installments)  # rounded up to the cent, so the installments cover the balance
-    first_due = (date.fromisoformat(db.today) + timedelta(days=14)).isoformat()
+    first_due = days_after(db.today, 14)
     plan_id = db.new_id("PP")
     db.execute("INSERT INTO payment_plans VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                (plan_id, account_id, total, installments, each, first_due, "active", db.today))
