@@ -250,10 +250,13 @@ class TrainConfig(Section):
         process's id, how the user simulator's requests are timed out and retried), where things are kept
         (rollout placement, the optimizer state's memory), what watches it and how the result is evaluated
         afterwards."""
+        # float32 masters are what an optimizer step means; a run saved before the state kept them resumes onto
+        # them (tbjax.trainer.checkpoint), so only the explicit choice of doing without them is fingerprinted
+        masters = {"master_dtype"} if self.optim.master_dtype == "float32" else set()
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
                                                       *WATCH_SETTINGS, *SAVE_SETTINGS},
-                                            "warm_start": {"checkpoint_every"},
+                                            "optim": masters, "warm_start": {"checkpoint_every"},
                                             "user": {"endpoint": set(RetryPolicy.model_fields)},
                                             "mesh": {"coordinator_address", "process_id"},
                                             "rollout": {"placement"}, "run": True, "evaluate": True})

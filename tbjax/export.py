@@ -3,9 +3,11 @@
 SRC is an HF directory (re-written through tbjax: a check that it loads, a dtype conversion, re-sharding
 of the files) or a training run's Orbax checkpoint: a run directory (its newest intact checkpoint, as a
 resume would take it: e.g. runs/default/grpo), its checkpoints/ directory, or one step directory
-(runs/default/grpo/checkpoints/8: that step). A checkpoint holds the parameters only, so --model names the
-HF directory the run started from (its architecture and tokenizer; in the pipeline, GRPO starts from
-warm_start/export/v<updates>, the warm start from assets/<model>). OUT loads in transformers.
+(runs/default/grpo/checkpoints/8: that step). A checkpoint holds weights without their architecture, so
+--model names the HF directory the run started from (its architecture and tokenizer; in the pipeline, GRPO
+starts from warm_start/export/v<updates>, the warm start from assets/<model>). `--dtype float32` exports a
+bfloat16 run's float32 master weights themselves rather than their cast, which the engines were served.
+OUT loads in transformers.
 `--config-style transformers4` spells config.json for servers that pin transformers 4, such as sglang-jax
 (`tbjax.models.hf.config_v4`).
 """
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from tbjax.trainer.saved_policy import CheckpointSourceError, exportable_policy
 
     try:
-        model, tokenizer_dir = exportable_policy(args.src, args.model)
+        model, tokenizer_dir = exportable_policy(args.src, args.model, args.dtype)
     except (CheckpointSourceError, BrokenCheckpointError, CheckpointError, UnsupportedModelError,
             FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -57,8 +57,8 @@ class CompiledStep:
 @dataclasses.dataclass(frozen=True)
 class CompiledUpdate:
     """The update's two programs (tbjax.trainer.update) and what stays on the device beside `accumulate` without
-    being one of its arguments: the optimizer state, unless it waits in host memory, and the KL reference's
-    parameters where they are kept on the device."""
+    being one of its arguments: the optimizer state and the master weights, unless they wait in host memory,
+    and the KL reference's parameters where they are kept on the device."""
 
     accumulate: CompiledStep
     apply: CompiledStep
@@ -114,7 +114,7 @@ def compile_update(trainer: GRPOTrainer, shape: UpdateShape, fast: bool = True) 
     """Both programs of the run's update for the mesh's devices; OutOfMemory when either does not fit."""
     programs = trainer.lower((shape.call_micro_batches, shape.micro_batch_rows * shape.batch_shards, shape.row_len))
     state = trainer.state_shapes()
-    resident = 0 if trainer.offload_optimizer else shard_bytes(state.opt_state)
+    resident = 0 if trainer.offload_optimizer else shard_bytes((state.opt_state, state.master))
     if trainer.loss.uses_reference and trainer.reference_placement == "device":
         resident += shard_bytes(state.params)
     return CompiledUpdate(compile_lowered(programs.accumulate, fast), compile_lowered(programs.apply, fast),

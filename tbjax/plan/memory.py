@@ -8,7 +8,8 @@ forward and backward passes, one after the other) and in `apply` (AdamW). Exact 
 parameters, AdamW moments, the float32 gradient accumulator, one call's packed micro-batches. Modelled on what
 XLA makes of our programs, with counts read from TPU compiles of the 27B reference layouts
 (tests/tbjax/plan/test_compile_tpu.py keeps each peak within 10% of the compiler's):
-- the moments are on the device through `accumulate` unless they wait in host memory (offload_optimizer);
+- the moments, and the float32 master weights of parameters narrower than float32, are on the device through
+  `accumulate` unless they wait in host memory (offload_optimizer);
 - gradients: one micro-batch's gradient in the parameter dtype, which the scanned backward materialises whole,
   beside the float32 accumulator;
 - residual checkpoints: with remat, the layer scan keeps each layer's input, [tokens on the device, hidden];
@@ -20,7 +21,7 @@ XLA makes of our programs, with counts read from TPU compiles of the 27B referen
 - the vocabulary: the embedding and unembedding tables gathered whole (lookup, chunked log-probs and their
   gradients) and two [tokens, chunk] float32 logit chunks, or all the logits where they are small enough
   to be kept for the backward pass (tbjax.trainer.logprobs.KEEP_LOGITS_BYTES);
-- apply: the parameters, the moments and the accumulator alone. XLA fuses AdamW element by element into the
+- apply: the parameters, the masters, the moments and the accumulator alone. XLA fuses AdamW element by element into the
   donated buffers: the 27B reference's apply compiled for TPU v5p needed 0.5 GB of temporaries beside them.
 MoE and hybrid (Gated DeltaNet) models are counted as a dense model of the same widths: rougher.
 """
@@ -56,7 +57,7 @@ class MemoryPlan:
 
     params: int
     optimizer: int
-    optimizer_on_host: bool  # through `accumulate` (offload_optimizer, or colocated)
+    optimizer_on_host: bool  # through `accumulate` (offload_optimizer, or colocated), with the masters
     micro_gradient: int
     accumulator: int
     residuals: int
@@ -64,6 +65,7 @@ class MemoryPlan:
     attention: int
     vocabulary: int
     batch: int
+    master: int = 0  # float32 master weights (0 for float32 parameters, which are their own)
     attention_note: str = ""
 
     @property
@@ -76,12 +78,12 @@ class MemoryPlan:
 
     @property
     def backward_peak(self) -> int:
-        optimizer = 0 if self.optimizer_on_host else self.optimizer
+        optimizer = 0 if self.optimizer_on_host else self.optimizer + self.master
         return self.params + optimizer + self.gradients + self.activations + self.batch
 
     @property
     def apply_peak(self) -> int:
-        return self.params + self.optimizer + self.accumulator
+        return self.params + self.master + self.optimizer + self.accumulator
 
     @property
     def total(self) -> int:
@@ -94,16 +96,18 @@ class MemoryPlan:
     def peak_lines(self) -> list[tuple[str, int]]:
         """The lines of the program whose peak is the plan's peak: what would have to shrink."""
         if self.apply_peak > self.backward_peak:
-            held = {"params", "optimizer", "accumulator"}
+            held = {"params", "master", "optimizer", "accumulator"}
         else:
-            held = {field for field, _, _ in self._parts()} - ({"optimizer"} if self.optimizer_on_host else set())
+            held = {field for field, _, _ in self._parts()} - ({"optimizer", "master"} if self.optimizer_on_host
+                                                               else set())
         return [(label, value) for field, label, value in self._parts() if field in held]
 
     def _parts(self) -> list[tuple[str, str, int]]:
         """(field, label, bytes) of every part."""
         where = "in host memory until apply" if self.optimizer_on_host else "on the device throughout"
         labels = {
-            "params": "parameters", "optimizer": f"optimizer state (AdamW moments, float32, {where})",
+            "params": "parameters", "master": f"master weights (float32, {where})",
+            "optimizer": f"optimizer state (AdamW moments, float32, {where})",
             "accumulator": "gradient accumulator (float32)",
             "micro_gradient": "a micro-batch's gradient (parameter dtype)",
             "residuals": "residual checkpoints (one per layer)",
@@ -111,7 +115,8 @@ class MemoryPlan:
             "attention": f"attention ({self.attention_note})", "vocabulary": "vocabulary tables and logit chunks",
             "batch": "the packed micro-batches of one accumulate call",
         }
-        return [(field, label, getattr(self, field)) for field, label in labels.items()]
+        return [(field, label, getattr(self, field)) for field, label in labels.items()
+                if field != "master" or self.master]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +175,7 @@ def estimate_update(cfg: ModelConfig, spec: MeshSpec, rules: ShardingRules, stat
     batch = (len(FIELDS) + shape.logprob_arrays + 1) * shape.call_micro_batches * rows * seq * 4
     return MemoryPlan(
         params=param_bytes, optimizer=shard_bytes(state.opt_state), optimizer_on_host=optimizer_on_host,
+        master=shard_bytes(state.master),
         micro_gradient=param_elements * itemsize, accumulator=param_elements * 4,
         residuals=int(residuals), layer_working_set=int(working), attention=int(attention),
         vocabulary=int(vocabulary), batch=batch, attention_note=note)

@@ -93,11 +93,13 @@ def print_plan(config: TrainConfig, model_config: ModelConfig, out: Console = co
     _, _, plan = planned_update(config, model_config, spec, spec.abstract(), rules)
     out.print(config.to_yaml())
     out.print(f"model: {model_config.model_type}, {count(model_config.num_params())} parameters")
-    optimizer = "in host memory" if plan.optimizer_on_host else decimal(plan.optimizer)
+    held = plan.optimizer + plan.master
+    optimizer = "in host memory" if plan.optimizer_on_host else decimal(held)
+    masters = f" (float32 master weights {decimal(plan.master)} + AdamW moments)" if plan.master else ""
     out.print(f"mesh {spec.describe()}, per device (estimate): backward pass: parameters {decimal(plan.params)} "
-              f"+ optimizer state {optimizer} + gradients {decimal(plan.gradients)} + activations "
+              f"+ optimizer state{masters} {optimizer} + gradients {decimal(plan.gradients)} + activations "
               f"{decimal(plan.activations + plan.batch)} = {decimal(plan.backward_peak)}; AdamW apply: "
-              f"parameters + optimizer state {decimal(plan.optimizer)} + gradient accumulator = "
+              f"parameters + optimizer state {decimal(held)} + gradient accumulator = "
               f"{decimal(plan.apply_peak)}; peak {decimal(plan.total)}", soft_wrap=True)
 
 
@@ -186,7 +188,7 @@ def memory_table(estimate: MemoryPlan, compiled: CompiledUpdate | None, target: 
         table.add_column("compiled", justify="right")
     for name, value in estimate.lines():
         table.add_row(escape(name), decimal(value), *([""] if compiled else []))
-    resident = " + the optimizer state" if not estimate.optimizer_on_host else ""
+    resident = " + the optimizer state and masters" if not estimate.optimizer_on_host else ""
     peaks = [(f"accumulate (forward and backward, micro-batch by micro-batch{resident})", estimate.backward_peak,
               compiled and compiled.accumulate_peak),
              ("apply (AdamW)", estimate.apply_peak, compiled and compiled.apply.peak),
@@ -239,11 +241,12 @@ def explain(estimate: MemoryPlan, cfg: ModelConfig, shape: UpdateShape, verdict:
     text = (f"the update needs {decimal(verdict.peak)} per device, more than {budget}. Largest parts (estimate): "
             + ", ".join(f"{escape(name)} {decimal(value)}" for name, value in parts) + ".")
     names = {name.split(" (")[0] for name, _ in parts}
-    if names & {"parameters", "optimizer state", "gradient accumulator", "a micro-batch's gradient"}:
+    if names & {"parameters", "master weights", "optimizer state", "gradient accumulator", "a micro-batch's gradient"}:
         text += (" State shrinks with a wider fsdp x tensor (the data axis replicates it): more devices, or "
                  "mesh.layout putting more of them on fsdp/tensor.")
-    if "optimizer state" in names and not estimate.optimizer_on_host:
-        text += " train.offload_optimizer=true keeps AdamW's moments in host memory through the backward pass."
+    if names & {"optimizer state", "master weights"} and not estimate.optimizer_on_host:
+        text += (" train.offload_optimizer=true keeps AdamW's moments and the master weights in host memory "
+                 "through the backward pass.")
     if names & {"residual checkpoints", "one layer's recompute and backward"}:
         text += (f" Activations scale with train.micro_batch_rows x train.row_len ({shape.micro_batch_rows} x "
                  f"{shape.row_len}) and shrink with tensor parallelism (the sequence splits over it).")

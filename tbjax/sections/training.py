@@ -55,6 +55,10 @@ class OptimConfig(Section):
     eps: float = 1e-8
     warmup_steps: int = 0
     grad_clip: float = 1.0
+    # what AdamW steps when the parameters are narrower than float32: float32 master weights, of which the
+    # parameters are the cast (tbjax.trainer.update); "none" adds each update to the parameters in their own
+    # dtype, where a step below half an ulp is rounded away (at lr 1e-6, most of a bfloat16 policy's)
+    master_dtype: Literal["float32", "none"] = "float32"
 
 
 class WarmStartConfig(Section):

@@ -13,6 +13,9 @@ and moved aside to `<directory>.broken/` so that the resumed run can save that s
 checkpoint the run refuses to start and names every broken one. A checkpoint without checksums (written
 before they existed, or by a run killed between Orbax's commit and the checksums) is restored unverified
 with a warning, and counts as broken only if Orbax cannot read it.
+
+A checkpoint saved before the train state kept float32 master weights (tbjax.trainer.update) restores onto a
+state that keeps them: its parameters are restored and the masters start as their upcast, said in one line.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import orbax.checkpoint as ocp
 
 from rollout.records import atomic_write
 from tbjax.parallel.distributed import barrier, is_driver
-from tbjax.trainer.update import TrainState
+from tbjax.trainer.update import TrainState, upcast_masters
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +167,9 @@ class Checkpointer:
         read a verified checkpoint is no damage (its files are the ones saved) and propagates."""
         verified = verify(path)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
+        upcast = getattr(target, "master", None) is not None and not _saved_masters(path)
+        if upcast:
+            abstract = dataclasses.replace(abstract, master=None)
         try:
             restored = self.manager.restore(step, args=ocp.args.Composite(
                 state=ocp.args.StandardRestore(abstract), data=ocp.args.JsonRestore(),
@@ -172,7 +178,12 @@ class Checkpointer:
             if verified:
                 raise
             raise DamagedCheckpoint(f"no {CHECKSUMS}, and Orbax cannot read it: {_first_line(error)}") from error
-        return verified, (restored.state, restored.data, restored.record)
+        state = restored.state
+        if upcast:
+            log.warning("checkpoint %s was saved before train states kept float32 master weights: they start as "
+                        "its parameters, upcast", path)
+            state = upcast_masters(state)
+        return verified, (state, restored.data, restored.record)
 
     def _set_aside(self, broken: list[tuple[Path, str]], fallback: Path) -> None:
         """Process 0 moves the broken checkpoints to `<directory>.broken/` (Orbax would refuse to save their
@@ -202,6 +213,16 @@ class Checkpointer:
             self._finish_sealing()
         finally:
             self.manager.close()
+
+
+def _saved_masters(path: Path) -> bool:
+    """Whether checkpoint `path` holds master weights; True when its metadata cannot be read (the restore then
+    reports what is wrong with it)."""
+    try:
+        tree = ocp.StandardCheckpointHandler().metadata(path / "state").tree
+    except Exception:  # reported by the restore that follows
+        return True
+    return isinstance(tree, dict) and tree.get("master") is not None
 
 
 def _check_fingerprint(step: int, record: dict[str, Any], fingerprint: str, allow_change: bool) -> None:

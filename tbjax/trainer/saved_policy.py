@@ -106,9 +106,11 @@ def checkpoint_model(params: dict[str, Any], model_dir: Path) -> Qwen:
     return model
 
 
-def exportable_policy(src: Path, model_dir: Path | None) -> tuple[Qwen, Path]:
+def exportable_policy(src: Path, model_dir: Path | None, dtype: str | None = None) -> tuple[Qwen, Path]:
     """(the model `src` holds, the directory whose tokenizer goes with it), `src` an HF directory or a
-    training checkpoint (with `model_dir`, the HF directory the run started from)."""
+    training checkpoint (with `model_dir`, the HF directory the run started from). With `dtype` float32 a
+    checkpoint's float32 master weights are the model, where it keeps them (tbjax.trainer.update); its
+    parameters, their cast, otherwise."""
     if (src / "config.json").is_file():
         return from_pretrained(src), src
     if locate(src) is None:
@@ -119,5 +121,6 @@ def exportable_policy(src: Path, model_dir: Path | None) -> tuple[Qwen, Path]:
         raise CheckpointSourceError(f"SRC {src} is a training checkpoint, which holds parameters only: pass --model "
                                     "DIR, the HF directory the run started from (its architecture and tokenizer)")
     restored = restore_checkpoint(src)
-    print(f"exporting step {restored.step} ({restored.path})")
-    return checkpoint_model(restored.state["params"], model_dir), model_dir
+    masters = restored.state.get("master") if dtype == "float32" else None
+    print(f"exporting step {restored.step} ({restored.path}){', its float32 master weights' if masters else ''}")
+    return checkpoint_model(masters or restored.state["params"], model_dir), model_dir

@@ -13,8 +13,12 @@ call per step is fastest where dispatch and fresh buffers cost (CPU; scripts/ben
 it); one micro-batch per call compiles once whatever a step's count, and keeps XLA from hoisting
 loop-invariant work on the parameters out of the micro-batch loop, which costs large sharded models memory
 (`python -m tbjax.compile` shows how much for a target).
-Optimizer state is float32 whatever the parameter dtype: gradients and updates are computed in float32 and
-the result is cast back to the parameter dtype.
+Optimizer state is float32 whatever the parameter dtype, and so are the weights AdamW steps: parameters
+narrower than float32 (the bfloat16 GPU configs) are the cast of float32 master weights, which the train
+state keeps beside them (sharded like them, waiting in host memory with the moments under
+`offload_optimizer`) and `apply` steps and casts again. Without them a step below half an ulp of its weight
+rounds to nothing: at lr 1e-6 and weights of scale 0.02, most of a bfloat16 policy's updates are lost, not
+deferred. `optim.master_dtype=none` adds AdamW's update to the parameters in their own dtype instead.
 
 One rollout batch gives `ppo_epochs` x `mini_batches` optimizer steps: its episodes are dealt into
 `mini_batches` batches of their own (trainer.packing.split_episodes; each with its own loss denominator),
@@ -81,9 +85,12 @@ def make_optimizer(config: OptimConfig) -> optax.GradientTransformation:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
 class TrainState:
-    params: Params  # nested dict of arrays, the model's nnx.Param values
+    params: Params  # nested dict of arrays, the model's nnx.Param values (what the forward pass reads)
     opt_state: Any
     step: jax.Array  # int32 scalar: optimizer updates applied
+    # float32 master weights, of which `params` is the cast (module docstring); None when the parameters are
+    # float32 already, or with optim.master_dtype=none
+    master: Params | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +106,9 @@ class GRPOTrainer:
 
     `offload_optimizer`: send the optimizer state to pinned host memory while gradients accumulate; it comes
     back for `apply` and stays on the device after it, where checkpoints save it (a no-op, logged, where the
-    backend has no host memory kind). `ppo_epochs` x `mini_batches`: optimizer steps per batch (module
-    docstring). `reference_placement`: where the KL reference waits between batches (`keep_reference`)."""
+    backend has no host memory kind); the master weights travel with it. `ppo_epochs` x `mini_batches`:
+    optimizer steps per batch (module docstring). `reference_placement`: where the KL reference waits between
+    batches (`keep_reference`)."""
 
     def __init__(self, model: Qwen, loss: LossConfig | None = None, optim: OptimConfig | None = None, *,
                  temperature: float = 1.0, logprob_chunk: int = 8192, mesh: Mesh | None = None,
@@ -115,7 +123,10 @@ class GRPOTrainer:
         self.reference: Params | None = None  # the KL reference's parameters (keep_reference)
         self.graphdef, abstract = nnx.split(nnx.eval_shape(lambda: model))
         self.abstract_state = abstract
-        self.optimizer = make_optimizer(optim or OptimConfig())
+        optim = optim or OptimConfig()
+        self.optimizer = make_optimizer(optim)
+        self.keeps_master = _keeps_master(nnx.to_pure_dict(abstract), optim.master_dtype)
+        self.compute_dtype = model.config.compute_dtype
         self.offload_optimizer, self.micro_batches_per_call = offload_optimizer, micro_batches_per_call
         self.mesh = mesh if mesh is not None else model.mesh
         self.rules = rules or model.rules  # the model's activations and the state must agree
@@ -132,8 +143,9 @@ class GRPOTrainer:
         """The state takes over the model's parameter buffers (the update donates them): use `model_for`
         for a model over the current parameters afterwards."""
         params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+        master = jax.jit(_to_f32)(params) if self.keeps_master else None
         opt_state = jax.jit(self.optimizer.init)(_to_f32(params))
-        return TrainState(params, opt_state, jnp.zeros((), jnp.int32))
+        return TrainState(params, opt_state, jnp.zeros((), jnp.int32), master)
 
     def model_for(self, params: Params) -> Qwen:
         """A model view over `params` (for engines and evaluation); shares the arrays."""
@@ -219,11 +231,15 @@ class GRPOTrainer:
     def step(self, state: TrainState, batch: PackedBatch) -> tuple[TrainState, dict[str, float]]:
         """One optimizer step over every micro-batch of `batch`; the state's buffers are donated.
 
-        The parameters must be in device memory; the optimizer state may be in host memory (colocated runs
-        leave it there between steps, tbjax.trainer.handover) and is brought to the device only for `apply`."""
-        opt_state = self._host_offload.to_host(state.opt_state) if self.offload_optimizer else state.opt_state
+        The parameters must be in device memory; the optimizer state and the master weights may be in host
+        memory (colocated runs leave them there between steps, tbjax.trainer.handover) and are brought to the
+        device only for `apply`."""
+        held = (state.opt_state, state.master)
+        if self.offload_optimizer:
+            held = self._host_offload.to_host(held)
         grads, sums = self._accumulate_all(state.params, batch.arrays)
-        state = TrainState(state.params, self._host_offload.to_device(opt_state), state.step)
+        opt_state, master = self._host_offload.to_device(held)
+        state = TrainState(state.params, opt_state, state.step, master)
         state, sums = self._apply(state, grads, sums, jnp.float32(batch.denominator))
         return state, step_metrics(jax.device_get(sums), batch.denominator)
 
@@ -262,10 +278,11 @@ class GRPOTrainer:
         params = nnx.to_pure_dict(self.abstract_state)
         opt_state = jax.eval_shape(lambda p: self.optimizer.init(_to_f32(p)), params)
         step = jax.ShapeDtypeStruct((), jnp.int32)
+        master = jax.eval_shape(_to_f32, params) if self.keeps_master else None
         if self.mesh is None:
-            return TrainState(params, opt_state, step)
+            return TrainState(params, opt_state, step, master)
         return jax.tree.map(lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
-                            TrainState(params, opt_state, step), self._state_shardings())
+                            TrainState(params, opt_state, step, master), self._state_shardings())
 
     def lower(self, batch_shape: tuple[int, int, int]) -> UpdatePrograms:
         """The very programs `update` runs, lowered for one `accumulate` call's [micro_batches, rows, row_len]
@@ -288,6 +305,7 @@ class GRPOTrainer:
     def _compile(self):
         loss_config, temperature, chunk = self.loss, self.temperature, self.logprob_chunk
         optimizer, graphdef, abstract = self.optimizer, self.graphdef, self.abstract_state
+        compute_dtype = self.compute_dtype
 
         def micro_logprobs(params: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
             state = jax.tree.map(lambda x: x, abstract)
@@ -310,9 +328,13 @@ class GRPOTrainer:
             return grads, jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), sums)
 
         def accumulate(params: Params, grads: Params, sums: Sums, batch: dict[str, jax.Array]) -> tuple[Params, Sums]:
+            # differentiated where the forward pass computes: bfloat16 parameters under float32 compute get
+            # float32 gradients, not ones rounded to the parameters' dtype before they are summed
+            wide = jax.tree.map(lambda p: p.astype(jnp.promote_types(p.dtype, compute_dtype)), params)
+
             def micro_batch(carry: tuple[Params, Sums], micro: dict[str, jax.Array]):
                 grads, sums = carry
-                g, terms = jax.grad(micro_terms, has_aux=True)(params, micro)
+                g, terms = jax.grad(micro_terms, has_aux=True)(wide, micro)
                 grads = jax.tree.map(lambda a, b: a + b.astype(jnp.float32), grads, g)
                 return (grads, {k: sums[k] + terms[k] for k in sums}), None
 
@@ -323,9 +345,13 @@ class GRPOTrainer:
 
         def apply(state: TrainState, grads: Params, sums: Sums, denominator: jax.Array) -> tuple[TrainState, Sums]:
             grads = jax.tree.map(lambda g: g / denominator, grads)
-            updates, opt_state = optimizer.update(grads, state.opt_state, _to_f32(state.params))
-            new_params = jax.tree.map(lambda p, u: (p.astype(jnp.float32) + u).astype(p.dtype), state.params, updates)
-            return TrainState(new_params, opt_state, state.step + 1), {**sums, "grad_norm": optax.tree.norm(grads)}
+            weights = state.master if state.master is not None else _to_f32(state.params)
+            updates, opt_state = optimizer.update(grads, state.opt_state, weights)
+            stepped = jax.tree.map(jnp.add, weights, updates)
+            params = jax.tree.map(lambda w, p: w.astype(p.dtype), stepped, state.params)
+            master = stepped if state.master is not None else None
+            return (TrainState(params, opt_state, state.step + 1, master),
+                    {**sums, "grad_norm": optax.tree.norm(grads)})
 
         if self.mesh is None:
             return (jax.jit(zeros), jax.jit(accumulate, donate_argnums=(1, 2)),
@@ -339,7 +365,8 @@ class GRPOTrainer:
                 jax.jit(forward, in_shardings=(params, batch), out_shardings=batch))
 
     def _state_shardings(self) -> TrainState:
-        return TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(self.mesh, PartitionSpec()))
+        return TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(self.mesh, PartitionSpec()),
+                          self.param_shardings if self.keeps_master else None)
 
     def _opt_shardings(self):
         """Optimizer moments shard like their parameters; counters are replicated."""
@@ -365,6 +392,23 @@ def _with_array(batch: PackedBatch, name: str, values: jax.Array) -> PackedBatch
 
 def _to_f32(tree: Params) -> Params:
     return jax.tree.map(lambda x: x.astype(jnp.float32), tree)
+
+
+def upcast_masters(state: TrainState) -> TrainState:
+    """`state` with master weights made from its parameters (on their shardings): a checkpoint saved before
+    train states kept them, resumed."""
+    return dataclasses.replace(state, master=jax.jit(_to_f32)(state.params))
+
+
+def _keeps_master(params: Params, master_dtype: str) -> bool:
+    """Whether the state keeps float32 master weights: some parameter is narrower than float32, unless
+    `optim.master_dtype=none` says to update the parameters in their own dtype (which must then be narrower,
+    or the setting could not act)."""
+    narrow = any(np.dtype(leaf.dtype).itemsize < 4 for leaf in jax.tree.leaves(params))
+    if master_dtype == "none" and not narrow:
+        raise ValueError("optim.master_dtype=none: every parameter is float32 already, so there are no master "
+                         "weights to do without; drop the setting, or train with model.param_dtype=bfloat16")
+    return narrow and master_dtype == "float32"
 
 
 def make_trainer(config: TrainConfig, model: Qwen) -> GRPOTrainer:

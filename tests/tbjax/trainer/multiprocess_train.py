@@ -1,6 +1,7 @@
 """One process of the multi-process training test: joins jax.distributed on 127.0.0.1, trains the tiny model
 over the global 3x8 mesh with the loop test's signal tasks and brief sessions (resuming when the run directory
-has a checkpoint), and writes what the test compares. Usage: PORT PROCESS_ID MODEL_DIR ROOT STEPS OUT.json"""
+has a checkpoint), and writes what the test compares. Its parameters are bfloat16, so the state keeps float32
+master weights. Usage: PORT PROCESS_ID MODEL_DIR ROOT STEPS OUT.json"""
 
 import asyncio
 import hashlib
@@ -37,13 +38,17 @@ def main(port: str, process_id: str, model_dir: str, root: str, steps: str, out:
     initialize_distributed(DistributedConfig(f"127.0.0.1:{port}", 3, int(process_id)))
     # The driver's decision to skip an update (no informative group) and its draw count reach every process.
     assert share_batch(None, 7 if is_driver() else 0) == (None, 7)
-    config = config_for(Path(root), int(steps)).model_copy(update={"mesh": MeshSection(shape="3x8")})
+    config = config_for(Path(root), int(steps))
+    model_section = config.model.model_copy(update={"param_dtype": "bfloat16"})  # float32 compute, as the loop test's
+    config = config.model_copy(update={"mesh": MeshSection(shape="3x8"), "model": model_section})
     model = from_pretrained(model_dir, mesh=make_mesh(parse_mesh_spec("3x8")), runtime=config.model.runtime())
     run = build_run(config, model, Path(model_dir), tasks=signal_tasks(model_dir))
     resumed_from = run.step
     asyncio.run(run_steps(run, opener=brief_session))
+    assert run.state.master is not None, "the bfloat16 policy's state keeps no float32 master weights"
     Path(out).write_text(json.dumps({"resumed_from": resumed_from, "step": run.step, "engine": run.engine is not None,
-                                     "updates": int(run.state.step), "digest": local_replica_digest(run.state.params)}))
+                                     "updates": int(run.state.step), "digest": local_replica_digest(run.state.params),
+                                     "master_digest": local_replica_digest(run.state.master)}))
     jax.distributed.shutdown()
 
 

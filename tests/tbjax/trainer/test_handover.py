@@ -26,8 +26,8 @@ from tbjax.trainer.handover import Handover, IllegalTransition, Phase
 from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
+from tests.tbjax.trainer.support import synthetic_groups
 from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
-from tests.tbjax.trainer.test_update import synthetic_groups
 
 GREEDY = SamplingParams(max_new_tokens=4, temperature=0.0)
 CYCLE = [

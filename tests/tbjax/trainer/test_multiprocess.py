@@ -87,5 +87,7 @@ def test_three_processes_train_checkpoint_and_resume(tiny_dir, tmp_path):
     second = train_processes(model_dir, tmp_path, 2, "second")
     assert [(r["resumed_from"], r["step"], r["updates"]) for r in second] == [(2, 2, updates)] * PROCESSES
     assert {r["digest"] for r in second} == {first[0]["digest"]}  # restored exactly what was trained
+    assert len({r["master_digest"] for r in first}) == 1  # bfloat16 parameters: float32 masters, one replica
+    assert {r["master_digest"] for r in second} == {first[0]["master_digest"]}  # the masters too, bit for bit
     assert len((tmp_path / "resume" / "metrics.jsonl").read_text().splitlines()) == 2  # no step redone
     assert len(list(tensorboard.glob("events.out.tfevents.*"))) == 2

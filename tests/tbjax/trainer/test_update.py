@@ -6,32 +6,13 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from rollout.trajectory import Trajectory
+from tbjax.config import RuntimeConfig
 from tbjax.models import from_pretrained
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
 from tbjax.sections.training import LossConfig, OptimConfig
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
-
-
-def synthetic_groups(seed: int = 0, groups: int = 3, size: int = 4) -> list[list[Trajectory]]:
-    rng = np.random.default_rng(seed)
-    result = []
-    for g in range(groups):
-        members = []
-        for m in range(size):
-            n, prompt = int(rng.integers(20, 50)), 12
-            ids = [int(x) for x in rng.integers(3, 500, size=n)]
-            mask = [0] * prompt + [1] * (n - prompt)
-            logprobs = [0.0] * prompt + [float(x) for x in -rng.random(n - prompt) - 7.5]
-            members.append(Trajectory(f"t{g}", f"g{g}", ids, mask, logprobs, ["0"], float((m + g) % 2),
-                                      "user_done"))
-        result.append(members)
-    return result
-
-
-def flat(tree) -> np.ndarray:
-    return np.concatenate([np.ravel(np.asarray(x)) for x in jax.tree.leaves(tree)])
+from tests.tbjax.trainer.support import flat, synthetic_groups
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean"])
@@ -99,16 +80,19 @@ def test_no_signal_means_no_batch():
     assert batch_from_groups(groups, LossConfig(), 128, 1) is None
 
 
-def test_offloaded_moments_wait_in_host_memory_while_gradients_accumulate(tiny_dir):
-    """`offload_optimizer`: the moments' device buffers are gone while the micro-batches' gradients accumulate,
-    the step lands them back on the device, and the result is bitwise the update without offload."""
+@pytest.mark.parametrize("param_dtype", ["float32", "bfloat16"])
+def test_offloaded_moments_wait_in_host_memory_while_gradients_accumulate(tiny_dir, param_dtype):
+    """`offload_optimizer`: the moments' device buffers (and a bfloat16 policy's float32 masters) are gone
+    while the micro-batches' gradients accumulate, the step lands them back on the device, and the result is
+    bitwise the update without offload."""
     groups, outcomes, seen = synthetic_groups(seed=2), [], []
     for offload in (False, True):
-        model = from_pretrained(tiny_dir("qwen3"))
+        model = from_pretrained(tiny_dir("qwen3"), runtime=RuntimeConfig(param_dtype=param_dtype))
         trainer = GRPOTrainer(model, optim=OptimConfig(learning_rate=1e-3), logprob_chunk=512,
                               offload_optimizer=offload)
         state = trainer.init_state(model)
-        moments = jax.tree.leaves(state.opt_state)
+        assert (state.master is not None) == (param_dtype == "bfloat16")
+        moments = jax.tree.leaves((state.opt_state, state.master))
         accumulate = trainer._accumulate
 
         def spy(*args, accumulate=accumulate, moments=moments, offload=offload):
@@ -120,7 +104,7 @@ def test_offloaded_moments_wait_in_host_memory_while_gradients_accumulate(tiny_d
         assert batch.shape[0] > 1  # several micro-batches
         state, metrics = trainer.update(state, batch)
         assert {x.sharding.memory_kind for x in jax.tree.leaves(state)} == {"device"}
-        outcomes.append((flat(state.params), flat(state.opt_state), metrics["loss"]))
+        outcomes.append((flat(state.params), flat((state.opt_state, state.master)), metrics["loss"]))
     assert seen == [(False, False), (True, True)]
     np.testing.assert_array_equal(outcomes[1][0], outcomes[0][0])
     np.testing.assert_array_equal(outcomes[1][1], outcomes[0][1])

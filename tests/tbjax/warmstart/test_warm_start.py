@@ -14,7 +14,7 @@ from tbjax.sections.training import WarmStartConfig
 from tbjax.trainer.packing import pack
 from tbjax.trainer.update import GRPOTrainer
 from tbjax.warmstart.warm_start import MLE, step_batch, warm_start
-from tests.tbjax.trainer.test_update import flat, synthetic_groups
+from tests.tbjax.trainer.support import flat, synthetic_groups
 
 DEMOS = [t for group in synthetic_groups(seed=3) for t in group]
 
