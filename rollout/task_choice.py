@@ -231,9 +231,15 @@ def split_heldout(source: TaskSource, heldout: HeldOut, count: int, seed: int) -
         return train, []
     if heldout == "templates":
         return train, spread_over_templates(heldout_split_tasks(source), count, seed)
-    held = spread_over_templates(train, count, seed)
-    ids = {t.id for t in held}
-    return [t for t in train if t.id not in ids], held
+    return carve(train, count, seed)
+
+
+def carve(pool: list[Task], count: int, seed: int) -> tuple[list[Task], list[Task]]:
+    """(`pool` less the carved tasks, `count` tasks of it spread over its templates): how held-out instances
+    and a validation split are set apart from what trains."""
+    carved = spread_over_templates(pool, count, seed)
+    ids = {t.id for t in carved}
+    return [t for t in pool if t.id not in ids], carved
 
 
 def heldout_split_tasks(source: TaskSource) -> list[Task]:

@@ -150,6 +150,20 @@ class EvaluateSection(Section):
     bootstrap_resamples: int = 1000
 
 
+class ValidationSection(Section):
+    """Scoring the policy during GRPO on a validation split, to export the best-validated step rather than
+    whichever came last (tbjax.trainer.validation). `tasks` instances of the training templates are carved out
+    of the training pool before anything trains on it: like held-out tasks they appear in no demonstration,
+    selection or GRPO batch, and they are disjoint from the held-out tasks."""
+
+    tasks: int = 0  # 0: no validation; the last step is exported
+    k: PositiveInt = 4  # trials per task, each seeded by (seed, task, trial): every scoring faces the same draws
+    every: PositiveInt = 4  # GRPO steps between scorings; the start (step 0) and the last step are scored too
+    seed: int = 0  # which tasks are carved out, and the trials' sampling seeds
+    # best: the export is the step with the highest validation pass@1 (the earliest of equals); last: the last step
+    export: Literal["best", "last"] = "best"
+
+
 class RolloutSection(Section):
     engine: Literal["embedded", "sglang"] = "embedded"  # sglang: rollouts from the servers in sglang_urls
     sglang_urls: list[str] = []
@@ -212,6 +226,7 @@ class TrainConfig(Section):
     warm_start: WarmStartConfig = WarmStartConfig()
     select: SelectSection = SelectSection()
     evaluate: EvaluateSection = EvaluateSection()
+    validation: ValidationSection = ValidationSection()
 
     @model_validator(mode="after")
     def _episodes_fit(self) -> TrainConfig:
@@ -238,6 +253,10 @@ class TrainConfig(Section):
         if train.reference_placement == "host" and not kl:
             raise ValueError("train.reference_placement=host places a KL reference, which grpo.kl_coef=0 never "
                              "builds: set grpo.kl_coef > 0, or drop train.reference_placement")
+        if self.validation.tasks and self.validation.export == "best" and self.rollout.placement == "colocated":
+            raise ValueError("validation.export=best writes a new best step's weights while the servers hold the "
+                             "GPUs, which rollout.placement=colocated does not support: set validation.export=last "
+                             "(the scores are still recorded) or rollout.placement=disaggregated")
         if kl and self.rollout.placement == "colocated" and train.reference_placement == "device":
             raise ValueError("grpo.kl_coef > 0 with rollout.placement=colocated: a reference kept on the device "
                              "would hold the GPUs the servers use; set train.reference_placement=host")
@@ -253,13 +272,15 @@ class TrainConfig(Section):
         # float32 masters are what an optimizer step means; a run saved before the state kept them resumes onto
         # them (tbjax.trainer.checkpoint), so only the explicit choice of doing without them is fingerprinted
         masters = {"master_dtype"} if self.optim.master_dtype == "float32" else set()
+        # no validation split: the pool and the trajectory are those of a config without the section
+        validation = {"validation": True} if not self.validation.tasks else {}
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
                                                       *WATCH_SETTINGS, *SAVE_SETTINGS},
                                             "optim": masters, "warm_start": {"checkpoint_every"},
                                             "user": {"endpoint": set(RetryPolicy.model_fields)},
                                             "mesh": {"coordinator_address", "process_id"},
-                                            "rollout": {"placement"}, "run": True, "evaluate": True})
+                                            "rollout": {"placement"}, "run": True, "evaluate": True, **validation})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def to_yaml(self) -> str:

@@ -41,17 +41,35 @@ def results_table(result: dict[str, Any], seconds: dict[str, float], heldout: st
     return table
 
 
+CURVE_HEADER = ("step", "informative groups", "reward mean", "pass rate", "malformed calls", "validation pass@1",
+                "update")
+
+
 def curve_rows(steps: Sequence[dict[str, Any]]) -> list[Row]:
     """The learning curve as table rows, from rollout.plots.read_steps' rows: per GRPO step the groups with
-    a learning signal, reward mean and pass rate, and the update (its loss and grad norm, or skipped)."""
+    a learning signal, reward mean and pass rate, the malformed tool calls of its episodes, the validation
+    score where one was taken, and the update (its loss and grad norm, or skipped)."""
     rows = []
     for row in steps:
         groups = row.get("groups_informative", 0) + row.get("groups_dropped", 0)
         update = "skipped (no informative group)" if row.get("skipped") else \
             f"loss {row['loss']:+.4f}, grad norm {row['grad_norm']:.3f}"
         rows.append((str(row["step"]), f"{row.get('groups_informative', 0)} of {groups}",
-                     pct(row.get("reward_mean")), pct(row.get("pass_rate")), update))
+                     pct(row.get("reward_mean")), pct(row.get("pass_rate")), str(row.get("malformed_tool_calls", "")),
+                     pct(row.get("validation_pass_at_1")), update))
     return rows
+
+
+def exported_line(grpo: dict[str, Any], steps: int) -> str:
+    """Which GRPO step the trained policy is (grpo/summary.json): the best-validated one, or the last."""
+    scores = {int(step): score for step, score in grpo.get("validation", {}).items()}
+    if not scores:
+        return f"Trained policy: the last GRPO step's ({steps}); no validation split was scored."
+    best = grpo["best_step"]
+    return (f"Trained policy: GRPO step {best} of {steps}, the best validation pass@1 ({pct(scores[best])}) of the "
+            f"scorings at steps {', '.join(str(s) for s in sorted(scores))} (the last step scored "
+            f"{pct(scores[max(scores)])}); the validation split is instances of the trained templates, disjoint from "
+            "the held-out tasks and never trained on.")
 
 
 def slips_line(config: TrainConfig, slipped: dict[str, dict[str, int]] | None) -> str:
@@ -69,12 +87,14 @@ def slips_line(config: TrainConfig, slipped: dict[str, dict[str, int]] | None) -
 def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: TrainConfig,
                      steps: Sequence[dict[str, Any]] = (), decisions: Sequence[Sequence[str]] = (),
                      slipped: dict[str, dict[str, int]] | None = None,
-                     on_templates: dict[str, Any] | None = None) -> str:
+                     on_templates: dict[str, Any] | None = None, grpo: dict[str, Any] | None = None) -> str:
     a = result["a"]
     lines = [f"{HELDOUT_KINDS[config.evaluate.heldout].capitalize()}: {a['tasks']} tasks x {a['k']} trials each, "
              "the same sampling seeds for both policies; "
              f"intervals are paired bootstrap 95% over tasks ({config.evaluate.bootstrap_resamples} resamples).",
              "", slips_line(config, slipped), ""]
+    if grpo is not None:
+        lines += [exported_line(grpo, grpo["steps"]), ""]
     lines += markdown_table(SCORE_HEADER, score_rows(result))
     if decisions:
         lines += [""] + markdown_table(("task kind", "decision", "base", "trained", "change"), decisions)
@@ -89,6 +109,5 @@ def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: 
     lines += [f"| total | {sum(seconds.values()) / 60:.1f} min |", ""]
     if steps:
         lines += ["Learning curve (GRPO, `grpo/metrics.jsonl`; plotted in `learning_curves.png`):", ""]
-        lines += markdown_table(("step", "informative groups", "reward mean", "pass rate", "update"),
-                                curve_rows(steps)) + [""]
+        lines += markdown_table(CURVE_HEADER, curve_rows(steps)) + [""]
     return "\n".join(lines)

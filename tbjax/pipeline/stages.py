@@ -9,7 +9,8 @@ second call after an interruption continues instead of redoing:
     warm_start/            demos.jsonl, metrics.jsonl, checkpoints/, export/v{updates}   (the base policy)
     select/                trials.jsonl, summary.json, selected.yaml, aggregates.jsonl, manifest.json, bands.png
     eval/base/, eval/trained/   trials.jsonl, summary.json, report.md, plots (same tasks, same seeds)
-    grpo/                  metrics.jsonl, checkpoints/, export/v{steps}   (the trained policy)
+    grpo/                  metrics.jsonl, checkpoints/, export/v{steps}, validation/step{N}/ and
+                           validated/v{N} (the trained policy: the best-validated step's, else the last)
     compare/               compare.json, compare.md, domains.png
     learning_curves.png, warm_start_loss.png   the GRPO curves and the warm start's loss
     stages.json (wall time per stage), results.md (the table printed at the end)
@@ -40,6 +41,7 @@ from rollout.plots import learning_curves_png, read_steps, warm_start_png
 from rollout.records import atomic_write, read_records
 from rollout.select import run_selection
 from rollout.task_choice import (
+    carve,
     heldout_split_tasks,
     split_heldout,
     spread_over_templates,
@@ -96,11 +98,13 @@ def heldout_templates(config: TrainConfig) -> list[Task]:
 
 
 def grpo_tasks(config: TrainConfig, heldout: list[Task]) -> list[Task]:
-    """What GRPO draws from (`tasks.selected` as the selection stage left it), less the held-out tasks."""
+    """What GRPO draws from (`tasks.selected` as the selection stage left it), less the held-out (and
+    validation) tasks."""
     tasks = training_tasks(config.tasks.source())
     kept = without_heldout(tasks, heldout)
     if len(kept) < len(tasks):
-        console.print(f"[yellow]{len(tasks) - len(kept)} held-out tasks left out of GRPO's pool[/yellow]")
+        console.print(f"[yellow]{len(tasks) - len(kept)} held-out or validation tasks left out of GRPO's "
+                      "pool[/yellow]")
     return kept
 
 
@@ -181,6 +185,8 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
         model_dir = resolve_model_dir(config.model.path, root)
         interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     train_pool, heldout = heldout_split(config)
+    # the validation split leaves the pool before the warm start, like the held-out tasks
+    train_pool, validation = carve(train_pool, config.validation.tasks, config.validation.seed)
     slipped = None
     with stage("warm start"):
         base_dir = model_dir
@@ -225,7 +231,7 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
             trained_dir = Path(json.loads(summary.read_text())["export"])
         else:
             trained_dir = run_training(grpo_config, load_policy(base_dir, config), base_dir,
-                                       grpo_tasks(grpo_config, heldout))
+                                       grpo_tasks(grpo_config, heldout + validation), validation)
     with stage("evaluate trained"):
         if heldout:
             trained = Campaigns(trained_dir, "trained", config, interpreter)
@@ -246,5 +252,5 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
                               {t.id: t.kind.value for t in heldout})
     atomic_write(root / "results.md", results_markdown(result, clock.seconds, config, steps, decisions,
                                                        None if slipped is None else slip_summary(slipped),
-                                                       on_templates))
+                                                       on_templates, json.loads(summary.read_text())))
     return result

@@ -33,22 +33,24 @@ from rollout.engines.sglang import SGLangEngine
 from rollout.episode import SessionOpener, derive_seed, run_episode
 from rollout.groups import GroupScheduler
 from rollout.interpret import Interpreter
-from rollout.task_choice import training_tasks
+from rollout.task_choice import carve, training_tasks, without_heldout
 from tbjax.config import TasksSection, TrainConfig
 from tbjax.engine.configured import embedded_engine
 from tbjax.models import Qwen
-from tbjax.models.hf.versions import publish_weights
+from tbjax.models.hf.versions import publish_weights, version_dir
 from tbjax.parallel.distributed import is_driver
 from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.handover import Handover
 from tbjax.trainer.lockstep import engine_model, share_batch
-from tbjax.trainer.metrics_log import MetricsLog
+from tbjax.trainer.metrics_log import MetricsLog, console
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
 from tbjax.trainer.update import GRPOTrainer, TrainState, make_trainer
+from tbjax.trainer.validation import Validation
 
 log = logging.getLogger(__name__)
+VALIDATED = "validated"  # <run>/validated/v<step>: each new best-validated step's weights (tbjax.trainer.validation)
 
 
 def task_order(tasks: list[Task], section: TasksSection) -> grain.IterDataset:
@@ -86,6 +88,7 @@ class Run:
     mismatch: MismatchMeter | None = None  # train.mismatch_stats (tbjax.trainer.mismatch)
     alarm: MismatchAlarm | None = None  # train.mismatch_alarm
     refit: RefitCheck | None = None  # train.refit_probe (tbjax.trainer.refit_check)
+    validation: Validation | None = None  # validation.tasks > 0 (tbjax.trainer.validation)
 
     @property
     def directory(self) -> Path:
@@ -198,10 +201,19 @@ async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any]
     }
 
 
-def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Run:
-    """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula)."""
+def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
+              validation_tasks: list[Task] | None = None) -> Run:
+    """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula). With
+    `validation.tasks`, `validation_tasks` is the validation split (the pipeline carves it before the warm
+    start); None carves it out of the tasks here."""
     trainer = make_trainer(config, model)
     tasks = tasks if tasks is not None else training_tasks(config.tasks.source())
+    validation = None
+    if config.validation.tasks:
+        if validation_tasks is None:
+            tasks, validation_tasks = carve(tasks, config.validation.tasks, config.validation.seed)
+        tasks = without_heldout(tasks, validation_tasks)  # a validation task never trains, whoever chose the pool
+        validation = Validation(validation_tasks, config, config.run.directory / "validation")
     dataset = task_order(tasks, config.tasks)
     checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
                                 keep=config.train.keep_checkpoints)
@@ -221,13 +233,14 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     engine = _engine(config, trainer, state, step)
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None
-    if is_driver():  # what this run draws its groups from, for the record
-        (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump({"tasks": [t.id for t in tasks]},
-                                                                        sort_keys=False))
+    if is_driver():  # what this run draws its groups from, and validates on, for the record
+        record = {"tasks": [t.id for t in tasks], **({"validation": [t.id for t in validation.tasks]}
+                                                      if validation is not None else {})}
+        (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
     return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step,
                draws, Handover.for_placement(config.rollout.placement, engine),
                MismatchMeter(trainer) if config.train.mismatch_stats else None, _mismatch_alarm(config),
-               _refit_check(config, trainer, model))
+               _refit_check(config, trainer, model), validation)
 
 
 def _mismatch_alarm(config: TrainConfig) -> MismatchAlarm | None:
@@ -273,24 +286,49 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
         await _refresh(run, str(run.step))  # servers start from the base checkpoint
         await _verify_refit(run)
     run.handover.start(run)
+    best = await _validate(run, opener)  # the start (step 0), or a resumed step's scoring cut short
     while run.step < config.train.steps:
         metrics = await run_step(run, scheduler)
+        validated = await _validate(run, opener)
+        best = validated or best
         if run.metrics is not None:
-            run.metrics.write(metrics)
+            run.metrics.write({**metrics, **validated})
     run.checkpointer.wait()
     await run.handover.to_trainer(run)  # the export reads the state on the devices
-    export = publish_weights(run.trainer.model_for(run.state.params), run.directory / "export", run.step,
-                             tokenizer_dir=run.model_dir)
+    last = publish_weights(run.trainer.model_for(run.state.params), run.directory / "export", run.step,
+                           tokenizer_dir=run.model_dir)
+    export = last
+    if best and config.validation.export == "best":
+        export = version_dir(run.directory / VALIDATED, best["validation_best_step"])
     run.checkpointer.close()
     if is_driver():
         await run.engine.close()
         run.metrics.close()
         (run.directory / "config.yaml").write_text(config.to_yaml())
-        (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export)}, indent=2))
+        chosen = {"last_export": str(last), "best_step": best["validation_best_step"],
+                  "validation": run.validation.scores()} if best else {}
+        (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export), **chosen},
+                                                               indent=2))
     return export
 
 
-def run_training(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None) -> Path:
-    return asyncio.run(run_steps(build_run(config, model, model_dir, tasks)))
+async def _validate(run: Run, opener: SessionOpener) -> dict[str, Any]:
+    """Scores the served policy where a validation is due at this step; a new best step's weights go to
+    <run>/validated/v<step> (validation.export=best). The step's validation metrics, or {} where none ran."""
+    validation = run.validation
+    if validation is None or not validation.due(run.step, run.step == run.config.train.steps):
+        return {}
+    verdict = await validation.score(run.step, run.engine, run.interpreter, opener)
+    if verdict.new_best and run.config.validation.export == "best":
+        publish_weights(run.trainer.model_for(run.state.params), run.directory / VALIDATED, run.step,
+                        tokenizer_dir=run.model_dir)
+    if run.step == 0 and run.metrics is not None:
+        console.print(f"validation at the start: pass@1 {verdict.score:.3f}")
+    return {"validation_pass_at_1": verdict.score, "validation_best_step": verdict.best_step}
+
+
+def run_training(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
+                 validation_tasks: list[Task] | None = None) -> Path:
+    return asyncio.run(run_steps(build_run(config, model, model_dir, tasks, validation_tasks)))
 
 

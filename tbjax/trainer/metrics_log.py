@@ -44,7 +44,9 @@ class MetricsLog:
             f"loss {m['loss']:+.4f} grad {m['grad_norm']:.3f} clip {m['clip_fraction']:.3f} "
             f"ent {m['entropy']:.2f} gap {m['logprob_gap']:.2e}{mismatch_line(m)}")
         errors = sum(m.get("system_errors", {}).values())
-        return (f"step {m['step']:>4} | pass {reward} | groups {m['groups_informative']} kept "
+        validated = (f" | validation {m['validation_pass_at_1']:.3f} (best: step {m['validation_best_step']})"
+                     if "validation_pass_at_1" in m else "")
+        return (f"step {m['step']:>4} | pass {reward}{validated} | groups {m['groups_informative']} kept "
                 f"{m['groups_dropped']} dropped {m['groups_refilled']} refilled | sys-err {errors} | {update} | "
                 f"{m['rollout_tokens_per_s']:.0f} tok/s | rollout {m['time_rollout_s']:.1f}s update "
                 f"{m['time_update_s']:.1f}s save {m['time_save_s']:.1f}s publish {m['time_publish_s']:.1f}s")

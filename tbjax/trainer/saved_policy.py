@@ -61,7 +61,7 @@ def saved_state(checkpoints: Path) -> Any:
 def restore_checkpoint(path: Path) -> Restored:
     """The checkpoint `path` names (see `locate`), restored whatever config wrote it; CheckpointSourceError
     for a path that names none, BrokenCheckpointError when none it names is intact."""
-    located = locate(path)
+    located = locate(path.absolute())  # Orbax reads checkpoints by absolute path only
     if located is None:
         raise CheckpointSourceError(f"{path} is neither a run directory (with {CHECKPOINTS}/<step>/), its "
                                   f"{CHECKPOINTS}/ directory nor a checkpoint ({CHECKPOINTS}/<step>/ with state/)")

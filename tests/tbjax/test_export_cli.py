@@ -13,6 +13,7 @@ import pytest
 import torch
 import transformers
 
+from tbjax.config import RuntimeConfig
 from tbjax.export import main
 from tbjax.models import from_pretrained
 from tbjax.trainer.checkpoint import Checkpointer
@@ -101,3 +102,31 @@ def test_a_damaged_step_is_refused_and_a_run_exports_its_newest_intact_step(run_
     assert f"checkpoint {run / 'checkpoints' / '2'} is broken" in capsys.readouterr().err
     assert main([str(run), str(tmp_path / "out"), *model]) == 0
     assert f"exporting step 1 ({run / 'checkpoints' / '1'})" in capsys.readouterr().out
+
+
+def test_a_relative_run_directory_exports(run_dir, tiny_dir, tmp_path, monkeypatch):
+    # Orbax refused the relative checkpoint path the README's own export command gives
+    monkeypatch.chdir(run_dir.parent)
+    assert main([run_dir.name, str(tmp_path / "out"), "--model", str(tiny_dir("qwen3"))]) == 0
+    base = weights(tiny_dir("qwen3"))
+    assert all(torch.allclose(weights(tmp_path / "out")[name], 1.5 * base[name]) for name in base)
+
+
+def test_float32_export_of_a_bfloat16_run_writes_its_master_weights(tiny_dir, tmp_path, capsys):
+    model = from_pretrained(tiny_dir("qwen3"), runtime=RuntimeConfig(param_dtype="bfloat16"))
+    state = GRPOTrainer(model).init_state(model)
+    # masters a bfloat16 cast cannot tell from the parameters: steps below half its ulp
+    state = dataclasses.replace(state, master=jax.tree.map(lambda m: m * (1 + 2**-12), state.master))
+    checkpointer = Checkpointer(tmp_path / "run" / "checkpoints", save_every=1, keep=1)
+    checkpointer.save(1, state, {}, {"fingerprint": "tiny"})
+    checkpointer.close()
+    model_dir = ["--model", str(tiny_dir("qwen3"))]
+    assert main([str(tmp_path / "run"), str(tmp_path / "masters"), "--dtype", "float32", *model_dir]) == 0
+    assert "its float32 master weights" in capsys.readouterr().out
+    assert main([str(tmp_path / "run"), str(tmp_path / "cast"), *model_dir]) == 0
+    masters, cast = weights(tmp_path / "masters"), weights(tmp_path / "cast")
+    base = weights(tiny_dir("qwen3"))
+    for name in base:
+        rounded = base[name].to(torch.bfloat16).float()
+        assert torch.equal(masters[name], rounded * (1 + 2**-12)), name  # transformers reads both as float32
+        assert torch.equal(cast[name], rounded), name

@@ -24,7 +24,8 @@ SHORT = ["warm_start.copy_drills=2", "warm_start.steps=2", "warm_start.episodes_
          "warm_start.checkpoint_every=1", "select.candidates=4", "select.trials=2", "select.min_clean_runs=1",
          f"select.keep={ALL_BANDS}",
          "train.steps=1", "groups.groups=2", "groups.group_size=4", "groups.max_extra_rounds=0",
-         "episode.max_turns=4", "episode.max_tokens_per_turn=24", "evaluate.k=2", "evaluate.bootstrap_resamples=50"]
+         "episode.max_turns=4", "episode.max_tokens_per_turn=24", "evaluate.k=2", "evaluate.bootstrap_resamples=50",
+         "validation.tasks=3", "validation.k=1"]
 TIME_KEYS = ("time_", "tokens_per_s")
 
 pytestmark = pytest.mark.slow
@@ -89,8 +90,19 @@ def test_every_stage_writes_its_files_and_the_report_parses(first: Path) -> None
     assert "| pass@1 |" in report
     curve = [line for line in report.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
     assert len(curve) == len(read_steps(first / "grpo" / "metrics.jsonl"))  # one row per GRPO step
-    trained = first.parents[1] / json.loads((first / "grpo/summary.json").read_text())["export"]  # cwd-relative
+    grpo = json.loads((first / "grpo/summary.json").read_text())
+    trained = first.parents[1] / grpo["export"]  # cwd-relative
     assert transformers.AutoModelForCausalLM.from_pretrained(trained).config.hidden_size == 128
+    # validated at the start and after the last step; the export is the best-scored step's (the earliest of equals)
+    scores = {int(step): score for step, score in grpo["validation"].items()}
+    assert sorted(scores) == [0, 1] and grpo["best_step"] == max(sorted(scores), key=scores.get)
+    assert trained.name == f"v{grpo['best_step']}" and trained.parent.name == "validated"
+    assert f"Trained policy: GRPO step {grpo['best_step']} of 1" in report
+    validation = set(yaml.safe_load((first / "grpo/tasks.yaml").read_text())["validation"])
+    trained_on = {json.loads(line)["task_id"] for name in ("warm_start/demos.jsonl", "select/trials.jsonl",
+                                                           "eval/base/trials.jsonl")
+                  for line in (first / name).read_text().splitlines()}
+    assert len(validation) == 3 and not validation & trained_on  # in no demonstration, selection or evaluation
 
 
 def test_a_second_call_resumes_instead_of_redoing(first: Path) -> None:
@@ -138,6 +150,9 @@ def test_grpo_never_draws_a_held_out_task_without_a_selection(pipelines: dict[st
     held = {json.loads(line)["task_id"] for line in (run_dir / "eval/base/trials.jsonl").read_text().splitlines()}
     assert len(held) == 4 and len(pool) > 100
     assert not pool & held
+    # the validation split: disjoint from the held-out tasks, never in GRPO's pool
+    validation = set(yaml.safe_load((run_dir / "grpo" / "tasks.yaml").read_text())["validation"])
+    assert len(validation) == 3 and not validation & (pool | held)
     # the default config's tasks.templates bounds every stage: the pool holds those templates and no other
     templates = set(load_config(None, []).tasks.templates)
     assert {task_id.split("/")[1] for task_id in pool | held} <= templates

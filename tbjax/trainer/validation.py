@@ -1,0 +1,92 @@
+"""Validation during GRPO: the policy the engine serves is scored on a validation split at the start and every
+`validation.every` steps, and the best-validated step is the run's export instead of whichever came last.
+
+Why: between nearby GRPO steps a small policy's score moves by as much as a recipe change does, and late steps
+can lose what earlier ones gained (fewer direct writes, more malformed calls), so the last step is one draw of a
+noisy trajectory. The validation tasks are instances of the training templates carved out of the pool before
+anything trains on it (`rollout.task_choice.carve`), so choosing a step on them leaves the held-out evaluation
+unbiased.
+
+Every scoring is an evaluation campaign of its own under `<run>/validation/step<N>/` (rollout.evaluate's files:
+trials.jsonl, summary.json, report.md), with the same tasks and the same sampling seeds at every step, so two
+steps' scores differ by the policy, not the draw. The scores are read back from those files, which is how a
+resumed run knows its best step; only the driver runs episodes and reads them, and every process receives the
+verdict, because writing the best step's weights (`<run>/validated/v<N>`) is collective.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs import Task
+from rollout.episode import SessionOpener
+from rollout.evaluate import evaluate
+from rollout.evaluation.runner import token_trial_runner
+from rollout.interpret import Interpreter
+from tbjax.config import TrainConfig
+from tbjax.parallel.distributed import broadcast_from_driver, is_driver
+
+SCORE = "pass@1"  # of the campaign's summary.json: mean reward over the split's trials
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """One scoring, as every process knows it: the step's score and the best step so far (this one included)."""
+
+    step: int
+    score: float
+    best_step: int
+    best_score: float
+
+    @property
+    def new_best(self) -> bool:
+        return self.best_step == self.step
+
+
+@dataclasses.dataclass
+class Validation:
+    tasks: list[Task]
+    config: TrainConfig
+    directory: Path  # <run>/validation
+
+    def due(self, step: int, final: bool) -> bool:
+        return step % self.config.validation.every == 0 or final
+
+    def campaign(self, step: int) -> Path:
+        return self.directory / f"step{step}"
+
+    def scores(self) -> dict[int, float]:
+        """The score of every finished scoring, by step (a campaign cut short has no complete summary)."""
+        scores = {}
+        for summary in self.directory.glob("step*/summary.json"):
+            data = json.loads(summary.read_text())
+            if data.get("tasks") == len(self.tasks) and data.get("k") == self.config.validation.k:
+                scores[int(summary.parent.name.removeprefix("step"))] = float(data[SCORE])
+        return scores
+
+    async def score(self, step: int, engine: Any, interpreter: Interpreter, opener: SessionOpener) -> Verdict:
+        """Scores the policy `engine` serves as step `step`'s (on the driver; the other processes pass None
+        and wait for the verdict), or reads the score a resumed run already has."""
+        values = np.zeros(4, np.float64)
+        if is_driver():
+            scores = self.scores()
+            if step not in scores:
+                scores[step] = await self._run(step, engine, interpreter, opener)
+            best = max(sorted(s for s in scores if s <= step), key=lambda s: scores[s])  # the earliest of equals
+            values[:] = (step, scores[step], best, scores[best])
+        values = broadcast_from_driver(values)
+        return Verdict(int(values[0]), float(values[1]), int(values[2]), float(values[3]))
+
+    async def _run(self, step: int, engine: Any, interpreter: Interpreter, opener: SessionOpener) -> float:
+        v = self.config.validation
+        runner = token_trial_runner(engine, interpreter, model=f"step{step}", config=self.config.episode,
+                                    opener=opener, seed=v.seed)
+        summary = await evaluate(self.tasks, runner, out=self.campaign(step), k=v.k, resume=True,
+                                 concurrency=self.config.groups.max_concurrency,
+                                 title=f"validation at step {step}, {len(self.tasks)} tasks x {v.k} trials")
+        return float(summary[SCORE])

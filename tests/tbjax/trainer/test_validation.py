@@ -1,0 +1,58 @@
+"""Validation during GRPO, through the real loop: the split is carved out of the pool, scored at the start,
+every `validation.every` steps and at the end with the same seeds, the export is the best-scored step's
+weights, and a resumed run keeps its scores instead of redoing them."""
+
+import asyncio
+import json
+
+import jax
+import numpy as np
+import pytest
+import yaml
+from flax import nnx
+
+from tbjax.config import ValidationSection
+from tbjax.models import from_pretrained
+from tbjax.trainer.loop import build_run, run_steps
+from tbjax.trainer.saved_policy import checkpoint_model, restore_checkpoint
+from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
+
+
+def validated_run(model_dir, root, steps: int):
+    config = config_for(root, steps).model_copy(update={"validation": ValidationSection(tasks=2, k=2, every=2)})
+    run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
+    asyncio.run(run_steps(run, opener=brief_session))
+    return run
+
+
+def trial_lines(run_dir) -> dict[str, int]:
+    return {p.parent.name: len(p.read_text().splitlines()) for p in (run_dir / "validation").glob("*/trials.jsonl")}
+
+
+@pytest.mark.slow
+def test_the_export_is_the_best_validated_step_and_a_resume_keeps_the_scores(tiny_dir, tmp_path):
+    model_dir = tiny_dir("qwen3")
+    validated_run(model_dir, tmp_path / "b", 2)  # "killed" after step 2 ...
+    run_dir = tmp_path / "b" / "resume"
+    before = trial_lines(run_dir)
+    assert before == {"step0": 4, "step2": 4}  # 2 tasks x 2 trials at the start and at step 2
+    run = validated_run(model_dir, tmp_path / "b", 3)  # ... and started again: step 3 is the last, scored too
+    after = trial_lines(run_dir)
+    assert after == {**before, "step3": 4}  # nothing scored again
+    pool = yaml.safe_load((run_dir / "tasks.yaml").read_text())
+    assert len(pool["validation"]) == 2 and not set(pool["validation"]) & set(pool["tasks"])
+    assert len(pool["tasks"]) == len(signal_tasks(model_dir)) - 2
+    summary = json.loads((run_dir / "summary.json").read_text())
+    scores = {int(step): score for step, score in summary["validation"].items()}
+    assert sorted(scores) == [0, 2, 3]
+    best = max(sorted(scores), key=scores.get)  # the earliest of equals
+    assert summary["best_step"] == best and summary["export"].endswith(f"validated/v{best}")
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert {line["step"]: line.get("validation_pass_at_1") for line in lines} == {1: None, 2: scores[2], 3: scores[3]}
+    # the exported weights are the best step's (its checkpoint's; step 0's are the start's)
+    want = from_pretrained(model_dir) if best == 0 else checkpoint_model(
+        restore_checkpoint(run_dir / "checkpoints" / str(best)).state["params"], model_dir)
+    exported = jax.tree.leaves(nnx.state(from_pretrained(summary["export"]), nnx.Param))
+    for a, b in zip(exported, jax.tree.leaves(nnx.state(want, nnx.Param)), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert int(run.state.step) >= 1  # the run trained: what was chosen among differed
