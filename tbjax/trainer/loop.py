@@ -233,6 +233,8 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     engine = _engine(config, trainer, state, step)
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None
+    if validation is not None and is_driver():
+        validation.forget_after(step, config.run.directory / VALIDATED)
     if is_driver():  # what this run draws its groups from, and validates on, for the record
         record = {"tasks": [t.id for t in tasks], **({"validation": [t.id for t in validation.tasks]}
                                                       if validation is not None else {})}

@@ -1,5 +1,6 @@
 """Per-step metrics for people and for tools: one rich line per step on the console, one JSON object per
-line in <run>/metrics.jsonl (appended, so a resumed run continues the same file) and TensorBoard scalars
+line in <run>/metrics.jsonl (appended, so a resumed run continues the same file, from which it first drops the
+lines of the steps it does again) and TensorBoard scalars
 under <run>/tensorboard, named like the JSON keys. Only the driver process (process 0) keeps one."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 from rich.console import Console
 from tensorboardX import SummaryWriter
 
+from rollout.records import atomic_write
+
 console = Console()
 
 
@@ -20,6 +23,10 @@ class MetricsLog:
     def __init__(self, directory: Path, resumed_step: int = 0):
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / "metrics.jsonl"
+        if self.path.is_file():  # the steps a resumed run does again are no longer what it logged for them
+            kept = [line for line in self.path.read_text().splitlines(keepends=True)
+                    if line.strip() and json.loads(line).get("step", 0) <= resumed_step]
+            atomic_write(self.path, "".join(kept))
         # A resumed run logs from resumed_step + 1 on: TensorBoard drops what a killed run logged from there.
         # Event files are named by the second they were opened in; the suffix keeps a quick restart from
         # overwriting its predecessor's file, in order.

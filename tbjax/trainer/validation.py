@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,15 @@ class Validation:
     tasks: list[Task]
     config: TrainConfig
     directory: Path  # <run>/validation
+
+    def forget_after(self, step: int, validated: Path) -> None:
+        """Removes the scorings, and best steps' weights under `validated`, of steps after `step`: a run resumed
+        from an older checkpoint does them again, and must not take an abandoned timeline's for its own."""
+        for root, prefix in ((self.directory, "step"), (validated, "v")):
+            for path in root.glob(f"{prefix}*"):
+                number = path.name.removeprefix(prefix)
+                if number.isdigit() and int(number) > step:
+                    shutil.rmtree(path)
 
     def due(self, step: int, final: bool) -> bool:
         return step % self.config.validation.every == 0 or final

@@ -77,5 +77,8 @@ def test_a_resumed_log_purges_what_a_killed_run_logged_past_the_checkpoint(tmp_p
     first, second = sorted((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
     starts = [e.step for e in read_events(second) if e.session_log.status == SessionLog.START]
     assert starts == [3]  # TensorBoard drops the first file's events from step 3 on
+    # so does metrics.jsonl: the abandoned step 3 is gone, not beside the one run again ([1, 2, 3, 3] before)
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(line["step"], line["loss"]) for line in lines] == [(1, 0.25), (2, 0.25), (3, -1.0)]
     assert {e.step: e.summary.value[0].simple_value for e in read_events(second) if
             e.summary.value and e.summary.value[0].tag == "loss"} == {3: -1.0}

@@ -36,6 +36,10 @@ def test_the_export_is_the_best_validated_step_and_a_resume_keeps_the_scores(tin
     run_dir = tmp_path / "b" / "resume"
     before = trial_lines(run_dir)
     assert before == {"step0": 4, "step2": 4}  # 2 tasks x 2 trials at the start and at step 2
+    # an abandoned timeline's scoring past the checkpoint (its run resumed from an older one) is not this run's
+    abandoned = run_dir / "validation" / "step3"
+    abandoned.mkdir()
+    (abandoned / "summary.json").write_text(json.dumps({"tasks": 2, "k": 2, "pass@1": 2.0}))
     run = validated_run(model_dir, tmp_path / "b", 3)  # ... and started again: step 3 is the last, scored too
     after = trial_lines(run_dir)
     assert after == {**before, "step3": 4}  # nothing scored again
@@ -44,7 +48,7 @@ def test_the_export_is_the_best_validated_step_and_a_resume_keeps_the_scores(tin
     assert len(pool["tasks"]) == len(signal_tasks(model_dir)) - 2
     summary = json.loads((run_dir / "summary.json").read_text())
     scores = {int(step): score for step, score in summary["validation"].items()}
-    assert sorted(scores) == [0, 2, 3]
+    assert sorted(scores) == [0, 2, 3] and max(scores.values()) <= 1.0
     best = max(sorted(scores), key=scores.get)  # the earliest of equals
     assert summary["best_step"] == best and summary["export"].endswith(f"validated/v{best}")
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
