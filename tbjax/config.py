@@ -253,13 +253,13 @@ class TrainConfig(Section):
         if train.reference_placement == "host" and not kl:
             raise ValueError("train.reference_placement=host places a KL reference, which grpo.kl_coef=0 never "
                              "builds: set grpo.kl_coef > 0, or drop train.reference_placement")
+        if kl and self.rollout.placement == "colocated" and train.reference_placement == "device":
+            raise ValueError("grpo.kl_coef > 0 with rollout.placement=colocated: a reference kept on the device "
+                             "would hold the GPUs the servers use; set train.reference_placement=host")
         if self.validation.tasks and self.validation.export == "best" and self.rollout.placement == "colocated":
             raise ValueError("validation.export=best writes a new best step's weights while the servers hold the "
                              "GPUs, which rollout.placement=colocated does not support: set validation.export=last "
                              "(the scores are still recorded) or rollout.placement=disaggregated")
-        if kl and self.rollout.placement == "colocated" and train.reference_placement == "device":
-            raise ValueError("grpo.kl_coef > 0 with rollout.placement=colocated: a reference kept on the device "
-                             "would hold the GPUs the servers use; set train.reference_placement=host")
         return self
 
     def fingerprint(self) -> str:

@@ -150,7 +150,7 @@ def test_the_training_loop_hands_over_around_each_update(server, tiny_dir, tmp_p
     model_dir = tiny_dir("qwen3")
     on_server(server, lambda engine: engine.update_weights(str(model_dir), "0"))  # the base policy again
     rollout = load_config(overrides=["rollout.engine=sglang", "rollout.placement=colocated", "grpo.kl_coef=0",
-                                     f"rollout.sglang_urls=[{server}]"]).rollout
+                                     "validation.tasks=0", f"rollout.sglang_urls=[{server}]"]).rollout
     config = config_for(tmp_path, 1)
     config = config.model_copy(update={"rollout": rollout, "groups": dataclasses.replace(config.groups, groups=1)})
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))

@@ -43,7 +43,7 @@ def config_for(root, steps: int):
         "train.row_len=512", "rollout.max_len=1024", "rollout.deterministic=true", "episode.token_budget=512",
         "episode.max_turns=1",
         "episode.max_tokens_per_turn=16", "groups.groups=2", "groups.group_size=4", "groups.max_extra_rounds=3",
-        "optim.learning_rate=1e-4", "grpo.kl_coef=0",
+        "optim.learning_rate=1e-4", "grpo.kl_coef=0", "validation.tasks=0",
     ])
 
 

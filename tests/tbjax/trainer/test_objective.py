@@ -195,6 +195,8 @@ def test_kl_without_a_reference_is_an_error(tiny):
     (["grpo.kl_coef=0", "train.reference_placement=host"], "train.reference_placement=host places a KL reference"),
     (["grpo.kl_coef=0.1", "rollout.engine=sglang", "rollout.sglang_urls=[http://127.0.0.1:30000]",
       "rollout.placement=colocated"], "set train.reference_placement=host"),
+    (["grpo.kl_coef=0", "rollout.engine=sglang", "rollout.sglang_urls=[http://127.0.0.1:30000]",
+      "rollout.placement=colocated"], "validation.export=best writes a new best step's weights while the servers"),
 ])
 def test_settings_that_cannot_act_are_refused_at_load(overrides, message):
     with pytest.raises(ConfigError, match=message):
