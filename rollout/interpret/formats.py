@@ -63,9 +63,11 @@ def _parse_block(text: str, start: int, fmt: ToolCallFormat) -> Parsed:
         return parse(text, start, body)
     except _Malformed as problem:
         close = text.find(CALL_CLOSE, body)
-        if close == -1:
+        following = text.find(CALL_OPEN, body)  # a call opened before this one closed: this one never closes
+        if close == -1 or following != -1 and following < close:
+            end = len(text) if close == -1 else following
             detail = f"the tool call has no closing {CALL_CLOSE}; end every call with it."
-            return MalformedCall("unclosed", detail, text[start:]), len(text)
+            return MalformedCall("unclosed", detail, text[start:end]), end
         end = close + len(CALL_CLOSE)
         detail = f"the tool call could not be read: {problem}. Write each call as\n{layout}"
         return MalformedCall(unreadable, detail, text[start:end]), end

@@ -63,6 +63,14 @@ def test_a_parameter_without_its_close_does_not_swallow_the_next_call() -> None:
     assert second == ToolCall("lookup", {"n": 3})
 
 
+def test_a_hermes_call_without_its_close_does_not_swallow_the_next_call() -> None:
+    """Hermes: a call missing </tool_call> took the next call's close for its own, and the next call with it."""
+    text = hermes('{"n": 1}').removesuffix("</tool_call>") + "\n" + hermes('{"n": 2}')
+    first, second = parse_assistant(text, TOOLS, "hermes").calls
+    assert isinstance(first, MalformedCall) and first.kind == "unclosed" and '"n": 2' not in first.raw
+    assert second == ToolCall("lookup", {"n": 2})
+
+
 @pytest.mark.parametrize("fmt", TOOL_CALL_FORMATS)
 def test_a_stray_think_close_after_a_call_keeps_the_call(fmt) -> None:
     call = hermes('{"n": 1}') if fmt == "hermes" else xml(("n", "1"))
