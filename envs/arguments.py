@@ -3,8 +3,10 @@
 Every parameter of every domain tool is checked by `storable` after its own type: no lone UTF-16 surrogate
 in a string (SQLite and the JSON transport cannot encode one), no NaN, infinity or float beyond
 `MAX_MAGNITUDE` (an amount's cents must fit a 64-bit integer), no integer outside SQLite's signed 64-bit
-range. `IsoDate` is the type for dates a tool parses, `SearchText` for text it matches with LIKE (SQLite
-cannot run a pattern past 50,000 bytes: a 100,000-character search crashed the tool). A refused call comes
+range, no text past `MAX_TEXT_CHARS` (a 64 MB ticket summary was stored). A boolean reaches only a parameter
+that takes one (`not_a_boolean`): pydantic would read `amount_usd=true` as 1.0 and issue a $1.00 credit.
+`IsoDate` is the type for dates a tool parses, `SearchText` for text it matches with LIKE (SQLite cannot run a
+pattern past 50,000 bytes: a 100,000-character search crashed the tool). A refused call comes
 back to the agent as an MCP `isError` result that names the tool, the argument, its value and the rule it
 broke. A call the MCP client cannot even encode (a lone surrogate in the tool's name or in an argument's
 name) is refused before it is sent, by `unsendable`.
@@ -22,6 +24,8 @@ import logging
 import math
 import re
 import sqlite3
+import types
+import typing
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import date
@@ -36,6 +40,7 @@ from envs.sandbox import RefusedSqlError
 logger = logging.getLogger(__name__)
 
 MAX_MAGNITUDE = 1e15  # far beyond any business amount, yet its cents still fit a 64-bit integer
+MAX_TEXT_CHARS = 2_000  # a summary, a reason or a name is a few sentences at most
 _INT64 = range(-(2**63), 2**63)
 _SHOWN_CHARS = 60  # a refused value is quoted up to this many characters
 _NOT_TEXT = "a lone UTF-16 surrogate, which is not text"
@@ -51,6 +56,8 @@ def _violation(value: Any) -> str | None:
     if isinstance(value, str):
         if _lone_surrogate(value):
             return f"contains {_NOT_TEXT}"
+        if len(value) > MAX_TEXT_CHARS:
+            return f"is {len(value):,} characters long, more than the {MAX_TEXT_CHARS:,} any argument may hold"
     elif isinstance(value, float):
         if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
             return f"must be a finite number within ±{MAX_MAGNITUDE:.0e}"
@@ -68,6 +75,25 @@ def storable(value: Any) -> Any:
     """Pydantic after-validator for every tool parameter: `value` unchanged, or a ValueError saying why not."""
     if (problem := _violation(value)) is not None:
         raise ValueError(problem)
+    return value
+
+
+def takes_boolean(annotation: Any) -> bool:
+    """Whether a parameter annotated `annotation` accepts a boolean as itself (bool, or Any, in a union or
+    under Annotated)."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return takes_boolean(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(takes_boolean(member) for member in typing.get_args(annotation))
+    return annotation is bool or annotation is Any
+
+
+def not_a_boolean(value: Any) -> Any:
+    """Pydantic before-validator for parameters that take no boolean: `value` unchanged, or a ValueError
+    before pydantic's lax mode reads true as 1."""
+    if isinstance(value, bool):
+        raise ValueError("is a boolean, which this argument is not")
     return value
 
 

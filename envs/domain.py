@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools.base import Tool
-from pydantic import AfterValidator, ValidationError
+from pydantic import AfterValidator, BeforeValidator, ValidationError
 
-from envs.arguments import argument_refusal, input_errors_refused, storable
+from envs.arguments import argument_refusal, input_errors_refused, not_a_boolean, storable, takes_boolean
 from envs.domain_file import DomainFile
 from envs.sandbox import DatabaseTemplate, Sandbox
 
@@ -157,7 +157,9 @@ def _tool_definition(domain: str, fn: ToolFunction) -> DomainTool:
     async def unbound(**_: Any) -> Any:
         raise RuntimeError(f"tool {fn.__name__} is not bound to a sandbox; use Domain.bind_tools")
 
-    checked = [p.replace(annotation=Annotated[p.annotation, AfterValidator(storable)]) for p in parameters[1:]]
+    checked = [p.replace(annotation=Annotated[p.annotation, AfterValidator(storable)] if takes_boolean(p.annotation)
+                         else Annotated[p.annotation, BeforeValidator(not_a_boolean), AfterValidator(storable)])
+               for p in parameters[1:]]
     unbound.__signature__ = signature.replace(parameters=checked)  # type: ignore[attr-defined]
     unbound.__name__ = fn.__name__
     return DomainTool.from_function(unbound, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""),

@@ -101,6 +101,8 @@ class Sandbox:
         self.template = template
         self.today = template.today
         self.memory: dict[str, Any] = {}  # per-episode facts that are not graded state (e.g. who is verified)
+        # per-episode counts of refused attempts (failed verifications): kept when the refused call rolls back
+        self.refusals: dict[str, int] = {}
         self.dirty_tables: set[str] = set()
         self._id_counters: dict[str, int] = {}
         self._digests: tuple[int, dict[str, str]] | None = None  # (total_changes when computed, digests)
@@ -146,10 +148,10 @@ class Sandbox:
 
         Besides the SQLite writes, the episode's bookkeeping is restored on any exception: the id counters (so
         a retry after a failed write mints the id the golden path mints) and the memory (so a failed call
-        verifies no one). `dirty_tables` is deliberately kept: the authorizer runs when a statement is
-        prepared, and the connection's statement cache re-runs a prepared statement without asking it again,
-        so a table dropped from the set here would go unmarked when the retry writes it. A table that stays
-        marked after a rollback is merely re-hashed, to the same digest.
+        verifies no one). `refusals` is kept: it counts the calls that fail. `dirty_tables` is deliberately
+        kept: the authorizer runs when a statement is prepared, and the connection's statement cache re-runs a
+        prepared statement without asking it again, so a table dropped from the set here would go unmarked when
+        the retry writes it. A table that stays marked after a rollback is merely re-hashed, to the same digest.
         """
         saved = dict(self._id_counters), copy.deepcopy(self.memory)
         self._conn.execute("BEGIN")

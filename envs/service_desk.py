@@ -19,6 +19,10 @@ from pydantic import Field
 
 from envs.sandbox import Sandbox
 
+# failed verifications a conversation may make: past them every verification is refused, the right facts too,
+# so facts cannot be guessed by trying (2,000 wrong PINs and then the right one verified)
+MAX_VERIFICATION_FAILURES = 5
+
 Row = dict[str, Any]
 Shown = TypeVar("Shown", Row, list[Row])
 AmountConcerned = Annotated[float | None, Field(ge=0, description="amount concerned, in US dollars")]
@@ -100,6 +104,10 @@ class CallerGate:
     def _admitted(self) -> str:
         return f"verified {self.table}"
 
+    @property
+    def _failures(self) -> str:
+        return f"failed verifications of {self.table}"
+
     def admitted(self, db: Sandbox, caller_id: str | None) -> bool:
         return caller_id in db.memory.get(self._admitted, set())
 
@@ -115,9 +123,14 @@ class CallerGate:
         query = f"SELECT {', '.join(columns)} FROM {self.table} WHERE {self.id_column} = ?"
 
         def verify(db: Sandbox, **stated: str) -> Row:
+            failures = db.refusals.get(self._failures, 0)
+            if failures >= MAX_VERIFICATION_FAILURES:
+                raise ToolError(f"verification is locked: {failures} attempts in this conversation failed; no "
+                                "record can be shown or changed for this caller here")
             caller_id = stated[self.id_column]
             row = db.one(query, (caller_id,))
             if row is None or [row[c] for c in columns] != [stated[p.parameter].strip() for p in proofs]:
+                db.refusals[self._failures] = failures + 1
                 raise ToolError(mismatch)
             db.memory.setdefault(self._admitted, set()).add(caller_id)
             return {self.id_column: caller_id, "verified": True}
