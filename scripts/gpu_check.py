@@ -109,6 +109,7 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
         model = Qwen(cfg, nnx.Rngs(0))
         trainer = GRPOTrainer(model, LossConfig(), logprob_chunk=16384)
         state = trainer.init_state(model)
+        assert state.master is not None  # bfloat16 parameters: AdamW steps their float32 master weights
         rng = np.random.default_rng(0)
 
         def episode(group: int, member: int) -> Trajectory:
@@ -135,7 +136,8 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
     flops = 3 * cfg.flops_per_token(seq) * tokens
     mfu = f"{flops / seconds / peak:.1%}" if peak else "n/a"
     peak_memory = jax.devices()[0].memory_stats().get("peak_bytes_in_use", 0) / 1e9
-    print(f"grpo {name} ({cfg.num_params() / 1e9:.2f}B) on {kind}: {tokens / seconds:,.0f} tokens/s, "
+    print(f"grpo {name} ({cfg.num_params() / 1e9:.2f}B, bfloat16 with float32 master weights) on {kind}: "
+          f"{tokens / seconds:,.0f} tokens/s, "
           f"{seconds:.2f} s/update, MFU {mfu}, {peak_memory:.1f} GB peak device memory")
     return True
 
