@@ -83,4 +83,5 @@ def test_tpu_config_plans_the_27b_update_over_the_slice(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     out = " ".join(result.stdout.split())
     assert "27.2B parameters" in out and "data=1 x fsdp=4 x tensor=8" in out and "attention_impl: splash" in out
-    assert "backward pass: parameters 1.7 GB + optimizer state 6.8 GB + gradients 5.1 GB" in out
+    assert ("backward pass: parameters 1.7 GB + optimizer state (float32 master weights 3.4 GB + AdamW moments) "
+            "10.2 GB + gradients 5.1 GB") in out
