@@ -85,8 +85,8 @@ def test_one_node_8b_config_plans_within_an_h100(monkeypatch):
     assert train.main(["--config", str(REPO / "configs/qwen3-8b-1x8.yaml"), "--dry-run"]) == 0
     out = recorder.export_text()
     assert "8.2B parameters" in out and "data=1 x fsdp=1 x tensor=8" in out and "placement: colocated" in out
-    assert "backward pass: parameters 2.0 GB + optimizer state in host memory + gradients 6.1 GB + activations " \
-           "9.5 GB = 17.7 GB" in out and "peak 17.7 GB" in out
+    assert "backward pass: parameters 2.0 GB + optimizer state (float32 master weights 4.1 GB + AdamW moments) in " \
+           "host memory + gradients 6.1 GB + activations 9.5 GB = 17.7 GB" in out and "peak 18.4 GB" in out
     assert "warning: tasks.selected: runs/selection/selected.yaml does not exist" in out
 
 
