@@ -39,7 +39,7 @@ from tbjax.parallel.mesh import MeshSpec
 from tbjax.parallel.sharding import ShardingRules
 from tbjax.trainer.logprobs import kept_logits_bytes
 from tbjax.trainer.packing import FIELDS
-from tbjax.trainer.update import TrainState
+from tbjax.trainer.train_state import TrainState
 
 # Counts of whole tensors alive at the peak of one layer's backward (see the module docstring), read from the
 # TPU compiles of the 27B reference layouts (tests/tbjax/plan/test_compile_tpu.py checks them); no GPU compile

@@ -35,7 +35,7 @@ import orbax.checkpoint as ocp
 
 from rollout.records import atomic_write
 from tbjax.parallel.distributed import barrier, is_driver
-from tbjax.trainer.update import TrainState, upcast_masters
+from tbjax.trainer.train_state import TrainState, upcast_masters
 
 log = logging.getLogger(__name__)
 

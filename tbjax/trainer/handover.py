@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from rollout.engines.sglang import CUDA_GRAPH, KV_CACHE, WEIGHTS
 from tbjax.parallel import distributed
 from tbjax.parallel.offload import HostOffload
-from tbjax.trainer.update import TrainState
+from tbjax.trainer.train_state import TrainState
 
 log = logging.getLogger(__name__)
 

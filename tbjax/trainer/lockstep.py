@@ -22,7 +22,8 @@ from tbjax.models import Qwen
 from tbjax.models.hf.importer import abstract_model
 from tbjax.parallel.distributed import broadcast_from_driver, gather_to_every_process, is_driver
 from tbjax.trainer.packing import FIELDS, HEAD_INDEX, PackedBatch
-from tbjax.trainer.update import GRPOTrainer, Params
+from tbjax.trainer.train_state import Params
+from tbjax.trainer.update import GRPOTrainer
 
 FLOAT_FIELDS = ("behaviour_logprobs", "advantages", "weights")
 

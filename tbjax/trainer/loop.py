@@ -46,7 +46,8 @@ from tbjax.trainer.metrics_log import MetricsLog, console
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
-from tbjax.trainer.update import GRPOTrainer, TrainState, make_trainer
+from tbjax.trainer.train_state import TrainState
+from tbjax.trainer.update import GRPOTrainer, make_trainer
 from tbjax.trainer.validation import Validation
 
 log = logging.getLogger(__name__)

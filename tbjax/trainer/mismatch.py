@@ -34,7 +34,8 @@ from tbjax.sections.training import MismatchAction, MismatchMetric
 from tbjax.trainer.objective import OLD_LOGPROBS
 from tbjax.trainer.packing import PackedBatch
 from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
-from tbjax.trainer.update import GRPOTrainer, Params
+from tbjax.trainer.train_state import Params
+from tbjax.trainer.update import GRPOTrainer
 
 log = logging.getLogger(__name__)
 MEASURED_FIELDS = (*SCORED_FIELDS, "mask", "behaviour_logprobs")

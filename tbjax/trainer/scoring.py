@@ -14,7 +14,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from tbjax.trainer.logprobs import trained_logprobs
 from tbjax.trainer.packing import HEAD_INDEX
-from tbjax.trainer.update import GRPOTrainer, Params
+from tbjax.trainer.train_state import Params
+from tbjax.trainer.update import GRPOTrainer
 
 # What a scoring pass reads of a packed batch (tbjax.trainer.packing.FIELDS and HEAD_INDEX)
 SCORED_FIELDS = ("tokens", "positions", "segments", "targets", HEAD_INDEX)

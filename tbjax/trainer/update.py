@@ -65,32 +65,10 @@ from tbjax.trainer.packing import (
     PackedBatch,
     split_episodes,
 )
+from tbjax.trainer.train_state import Params, TrainState, keeps_master, make_optimizer, to_f32
 
 log = logging.getLogger(__name__)
-Params = dict[str, Any]
 Sums = dict[str, jax.Array]  # metric and loss numerators, float32 scalars
-
-
-def make_optimizer(config: OptimConfig) -> optax.GradientTransformation:
-    schedule = optax.constant_schedule(config.learning_rate)
-    if config.warmup_steps:
-        schedule = optax.join_schedules(
-            [optax.linear_schedule(0.0, config.learning_rate, config.warmup_steps), schedule], [config.warmup_steps])
-    return optax.chain(
-        optax.clip_by_global_norm(config.grad_clip),
-        optax.adamw(schedule, b1=config.b1, b2=config.b2, eps=config.eps, weight_decay=config.weight_decay),
-    )
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass
-class TrainState:
-    params: Params  # nested dict of arrays, the model's nnx.Param values (what the forward pass reads)
-    opt_state: Any
-    step: jax.Array  # int32 scalar: optimizer updates applied
-    # float32 master weights, of which `params` is the cast (module docstring); None when the parameters are
-    # float32 already, or with optim.master_dtype=none
-    master: Params | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +103,7 @@ class GRPOTrainer:
         self.abstract_state = abstract
         optim = optim or OptimConfig()
         self.optimizer = make_optimizer(optim)
-        self.keeps_master = _keeps_master(nnx.to_pure_dict(abstract), optim.master_dtype)
+        self.keeps_master = keeps_master(nnx.to_pure_dict(abstract), optim.master_dtype)
         self.compute_dtype = model.config.compute_dtype
         self.offload_optimizer, self.micro_batches_per_call = offload_optimizer, micro_batches_per_call
         self.mesh = mesh if mesh is not None else model.mesh
@@ -143,8 +121,8 @@ class GRPOTrainer:
         """The state takes over the model's parameter buffers (the update donates them): use `model_for`
         for a model over the current parameters afterwards."""
         params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
-        master = jax.jit(_to_f32)(params) if self.keeps_master else None
-        opt_state = jax.jit(self.optimizer.init)(_to_f32(params))
+        master = jax.jit(to_f32)(params) if self.keeps_master else None
+        opt_state = jax.jit(self.optimizer.init)(to_f32(params))
         return TrainState(params, opt_state, jnp.zeros((), jnp.int32), master)
 
     def model_for(self, params: Params) -> Qwen:
@@ -276,9 +254,9 @@ class GRPOTrainer:
         """The state as ShapeDtypeStructs on this trainer's shardings: what ahead-of-time compilation
         (tbjax.compile) lowers the update with, so a 27B plan allocates nothing."""
         params = nnx.to_pure_dict(self.abstract_state)
-        opt_state = jax.eval_shape(lambda p: self.optimizer.init(_to_f32(p)), params)
+        opt_state = jax.eval_shape(lambda p: self.optimizer.init(to_f32(p)), params)
         step = jax.ShapeDtypeStruct((), jnp.int32)
-        master = jax.eval_shape(_to_f32, params) if self.keeps_master else None
+        master = jax.eval_shape(to_f32, params) if self.keeps_master else None
         if self.mesh is None:
             return TrainState(params, opt_state, step, master)
         return jax.tree.map(lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
@@ -345,7 +323,7 @@ class GRPOTrainer:
 
         def apply(state: TrainState, grads: Params, sums: Sums, denominator: jax.Array) -> tuple[TrainState, Sums]:
             grads = jax.tree.map(lambda g: g / denominator, grads)
-            weights = state.master if state.master is not None else _to_f32(state.params)
+            weights = state.master if state.master is not None else to_f32(state.params)
             updates, opt_state = optimizer.update(grads, state.opt_state, weights)
             stepped = jax.tree.map(jnp.add, weights, updates)
             params = jax.tree.map(lambda w, p: w.astype(p.dtype), stepped, state.params)
@@ -388,27 +366,6 @@ class GRPOTrainer:
 def _with_array(batch: PackedBatch, name: str, values: jax.Array) -> PackedBatch:
     """`batch` with one more per-token array."""
     return dataclasses.replace(batch, arrays={**batch.arrays, name: values})
-
-
-def _to_f32(tree: Params) -> Params:
-    return jax.tree.map(lambda x: x.astype(jnp.float32), tree)
-
-
-def upcast_masters(state: TrainState) -> TrainState:
-    """`state` with master weights made from its parameters (on their shardings): a checkpoint saved before
-    train states kept them, resumed."""
-    return dataclasses.replace(state, master=jax.jit(_to_f32)(state.params))
-
-
-def _keeps_master(params: Params, master_dtype: str) -> bool:
-    """Whether the state keeps float32 master weights: some parameter is narrower than float32, unless
-    `optim.master_dtype=none` says to update the parameters in their own dtype (which must then be narrower,
-    or the setting could not act)."""
-    narrow = any(np.dtype(leaf.dtype).itemsize < 4 for leaf in jax.tree.leaves(params))
-    if master_dtype == "none" and not narrow:
-        raise ValueError("optim.master_dtype=none: every parameter is float32 already, so there are no master "
-                         "weights to do without; drop the setting, or train with model.param_dtype=bfloat16")
-    return narrow and master_dtype == "float32"
 
 
 def make_trainer(config: TrainConfig, model: Qwen) -> GRPOTrainer:

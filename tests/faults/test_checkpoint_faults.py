@@ -33,7 +33,8 @@ from tbjax.models import from_pretrained
 from tbjax.trainer import checkpoint
 from tbjax.trainer.checkpoint import CHECKSUMS, BrokenCheckpointError, Checkpointer, ResumeError
 from tbjax.trainer.loop import build_run, run_steps
-from tbjax.trainer.update import GRPOTrainer, TrainState
+from tbjax.trainer.train_state import TrainState
+from tbjax.trainer.update import GRPOTrainer
 from tests.faults.killed_child import hang_forever, kill_when_hanging
 from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
 

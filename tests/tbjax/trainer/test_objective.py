@@ -18,7 +18,8 @@ from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
 from tbjax.sections.training import LossConfig, OptimConfig
 from tbjax.trainer.objective import OLD_LOGPROBS
 from tbjax.trainer.packing import batch_from_groups, split_episodes
-from tbjax.trainer.update import GRPOTrainer, TrainState
+from tbjax.trainer.train_state import TrainState
+from tbjax.trainer.update import GRPOTrainer
 from tests.tbjax.trainer.support import flat, synthetic_groups
 
 FAST = OptimConfig(learning_rate=1e-2)  # large enough that one step moves ratios out of [0.8, 1.28]
