@@ -60,9 +60,9 @@ def curve_rows(steps: Sequence[dict[str, Any]]) -> list[Row]:
     return rows
 
 
-def exported_line(grpo: dict[str, Any], steps: int) -> str:
+def exported_line(grpo: dict[str, Any]) -> str:
     """Which GRPO step the trained policy is (grpo/summary.json): the best-validated one, or the last."""
-    scores = {int(step): score for step, score in grpo.get("validation", {}).items()}
+    scores, steps = {int(step): score for step, score in grpo.get("validation", {}).items()}, grpo["steps"]
     if not scores:
         return f"Trained policy: the last GRPO step's ({steps}); no validation split was scored."
     best = grpo["best_step"]
@@ -94,7 +94,7 @@ def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: 
              f"intervals are paired bootstrap 95% over tasks ({config.evaluate.bootstrap_resamples} resamples).",
              "", slips_line(config, slipped), ""]
     if grpo is not None:
-        lines += [exported_line(grpo, grpo["steps"]), ""]
+        lines += [exported_line(grpo), ""]
     lines += markdown_table(SCORE_HEADER, score_rows(result))
     if decisions:
         lines += [""] + markdown_table(("task kind", "decision", "base", "trained", "change"), decisions)
