@@ -17,13 +17,15 @@ import dataclasses
 import hashlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from envs import EnvironmentSession, Task, Verdict, open_session
 from rollout.engines.protocol import Engine, SamplingParams
 from rollout.failures import INFRASTRUCTURE_ERRORS, closes_on_error, system_error_kind
-from rollout.interpret import Interpreter, TokenSequence, ToolCall, ToolCatalog, malformed_message, tool_message
+from rollout.interpret import (Interpreter, MalformedKind, TokenSequence, ToolCall, ToolCatalog, malformed_message,
+                              tool_message)
 from rollout.trajectory import Termination, Trajectory
 
 log = logging.getLogger(__name__)
@@ -83,7 +85,8 @@ class Episode:
         self.seed = seed  # None: the engine's own randomness; else each turn's sampling seed derives from it
         self.sequence = TokenSequence()
         self.versions: list[str] = []
-        self.turns = self.malformed = self.prompt_tokens = 0
+        self.turns = self.prompt_tokens = 0
+        self.malformed: Counter[MalformedKind] = Counter()
         self.last_reply: str | None = None
         self.timer = _Timer()
 
@@ -113,7 +116,7 @@ class Episode:
             self.versions.append(generation.weight_version)
             self.turns += 1
             turn = self.interp.interpret(generation.output_ids, tools)
-            self.malformed += len(turn.malformed)
+            self.malformed.update(turn.malformed_by_kind)
             if turn.truncated and cap == remaining:
                 return "token_budget"
             if generation.output_ids and generation.output_ids[-1] != self.interp.end_of_turn_id \
@@ -143,7 +146,7 @@ class Episode:
             loss_mask=list(self.sequence.loss_mask), logprobs=list(self.sequence.logprobs),
             weight_versions=self.versions, reward=reward, termination=termination, system_error=error,
             prompt_tokens=self.prompt_tokens, completion_tokens=sampled, turns=self.turns,
-            malformed_tool_calls=self.malformed, timings=dict(self.timer.seconds))
+            malformed=dict(self.malformed), timings=dict(self.timer.seconds))
 
     async def run(self, opener: SessionOpener) -> EpisodeResult:
         """Opens the session, converses, grades. Infrastructure failures give a system-error result; any

@@ -9,7 +9,9 @@ Rules, in the order they apply:
   batch's other episodes and propagates. A group that still fails is given up: its task is reported in
   `Batch.replaced_tasks` and a new task from the source takes its place. More than `max_replacements` given-up
   tasks in one batch means the infrastructure is broken, and `SchedulingError` is raised.
-- DAPO dynamic sampling: a group whose rewards are all equal has zero advantage everywhere and is dropped;
+- A group's episodes are compared by score: the 0/1 verdict, less `format_penalty` per malformed tool call
+  (`Trajectory.score`). With a penalty, a group of passes of which some wrote malformed calls is informative.
+- DAPO dynamic sampling: a group whose scores are all equal has zero advantage everywhere and is dropped;
   new tasks are drawn for the dropped groups, at most `max_extra_rounds` times. The batch may therefore hold
   fewer than B groups (none: the trainer skips the step and says so).
 - Tasks are drawn only between passes and results are kept in draw order, so given the same task order and
@@ -47,11 +49,17 @@ class GroupConfig:
     max_extra_rounds: int = 4  # dynamic-sampling draws beyond the first B tasks
     max_replacements: int | None = None  # given-up tasks tolerated per batch; None: `groups`
     refill_delay_s: float = 0.0  # wait before a re-run (doubling each time): a restarting server needs it
+    # score lost per malformed tool call (0: the verdict alone, as in the seed run). The verdict ignores a
+    # call the agent got wrong and then repeated correctly, so without it nothing in GRPO discourages them
+    format_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         if self.groups < 1 or self.group_size < 2 or self.max_concurrency < 1:
             raise ValueError(f"need groups >= 1, group_size >= 2 (GRPO compares within a group) and "
                              f"max_concurrency >= 1, got {self}")
+        if not 0.0 <= self.format_penalty <= 1.0:
+            raise ValueError(f"groups.format_penalty={self.format_penalty} is outside [0, 1]: it is the score a "
+                             "malformed tool call costs an episode whose verdict is 0 or 1")
 
 
 @dataclasses.dataclass
@@ -59,14 +67,21 @@ class Group(Generic[T]):
     task: T
     group_id: str
     trajectories: list[Trajectory]
+    format_penalty: float = 0.0
 
     @property
     def rewards(self) -> list[float]:
+        """The verdicts (what pass rates count)."""
         return [t.reward for t in self.trajectories if t.reward is not None]
 
     @property
+    def scores(self) -> list[float]:
+        """What the episodes' advantages come from (`Trajectory.score`)."""
+        return [t.score(self.format_penalty) for t in self.trajectories]
+
+    @property
     def informative(self) -> bool:
-        return len(set(self.rewards)) > 1
+        return len(set(self.scores)) > 1
 
 
 @dataclasses.dataclass
@@ -174,7 +189,8 @@ class GroupScheduler(Generic[T]):
             counts.episodes += len(results)
             errors = [r for r in results if isinstance(r, str)]
             if not errors:
-                group = Group(task, group_id, [r for r in results if isinstance(r, Trajectory)])
+                group = Group(task, group_id, [r for r in results if isinstance(r, Trajectory)],
+                              self.config.format_penalty)
                 counts.scored_episodes += len(group.trajectories)
                 counts.reward_sum += sum(group.rewards)
                 return group

@@ -4,7 +4,8 @@ where it stopped and any report can be recomputed later from the file alone.
 A record's keys are the public format of issue 6: task_id, domain, trial, passed (null for a system error),
 system_error (its kind or null), termination, turns, usage {prompt_tokens, completion_tokens,
 reasoning_tokens, cached_tokens}, model, weight_version, seconds, diff (the verdict's differences, one line
-each), outcome (which reference state the episode ended in: golden, careless, unchanged or other). A
+each), outcome (which reference state the episode ended in: golden, careless, unchanged or other),
+malformed_tool_calls (calls answered with a format error instead of run). A
 system-error trial is recorded too: it cost time and tokens, and it is reported beside the scores, never as a
 failure.
 """
@@ -49,6 +50,7 @@ class TrialRecord(BaseModel):
     seconds: float = 0.0
     diff: list[str] = []
     outcome: str | None = None  # the verdict's outcome: which reference state the episode ended in
+    malformed_tool_calls: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _scored_or_error(self) -> TrialRecord:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from rollout.interpret import MalformedKind
+
 Termination = Literal["agent_done", "user_done", "max_turns", "token_budget", "timeout", "system_error"]
 
 
@@ -25,12 +27,25 @@ class Trajectory:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     turns: int = 0
-    malformed_tool_calls: int = 0
+    malformed: dict[MalformedKind, int] = dataclasses.field(default_factory=dict)  # tool calls, by kind
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not len(self.token_ids) == len(self.loss_mask) == len(self.logprobs):
             raise ValueError("token_ids, loss_mask and logprobs must have one entry per token")
+
+    @property
+    def malformed_tool_calls(self) -> int:
+        return sum(self.malformed.values())
+
+    def score(self, format_penalty: float) -> float:
+        """What GRPO compares within the group: the verdict, less `format_penalty` for each malformed tool
+        call, at most 1 in all (a pass never scores below a clean failure). Pass rates count the verdict
+        alone."""
+        if self.reward is None:
+            raise ValueError(f"episode {self.task_id} of group {self.group_id} has no reward (system error "
+                             f"{self.system_error!r}): it is never scored")
+        return self.reward - min(1.0, format_penalty * self.malformed_tool_calls)
 
     @property
     def weight_version(self) -> str | None:

@@ -272,12 +272,14 @@ class TrainConfig(Section):
         # float32 masters are what an optimizer step means; a run saved before the state kept them resumes onto
         # them (tbjax.trainer.checkpoint), so only the explicit choice of doing without them is fingerprinted
         masters = {"master_dtype"} if self.optim.master_dtype == "float32" else set()
+        # no format penalty: episodes are scored by their verdict, as before the setting existed
+        unshaped = {"format_penalty"} if not self.groups.format_penalty else set()
         # no validation split: the pool and the trajectory are those of a config without the section
         validation = {"validation": True} if not self.validation.tasks else {}
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
                                                       *WATCH_SETTINGS, *SAVE_SETTINGS},
-                                            "optim": masters, "warm_start": {"checkpoint_every"},
+                                            "optim": masters, "groups": unshaped, "warm_start": {"checkpoint_every"},
                                             "user": {"endpoint": set(RetryPolicy.model_fields)},
                                             "mesh": {"coordinator_address", "process_id"},
                                             "rollout": {"placement"}, "run": True, "evaluate": True, **validation})

@@ -101,7 +101,8 @@ def _resolve(call: dict[str, Any], catalog: ToolCatalog) -> ToolCall | Malformed
 
 async def _conversation(session: Any, agent: ChatAgent, usage: Usage,
                         state: dict[str, Any]) -> str:
-    """Runs the episode; returns its termination and keeps the agent's last text reply in `state`."""
+    """Runs the episode; returns its termination and keeps the agent's last text reply and its count of
+    malformed tool calls in `state`."""
     config = agent.config
     catalog = ToolCatalog(session.tool_schemas)
     messages: list[dict[str, Any]] = [*session.system_messages, {"role": "user", "content": session.opening()}]
@@ -120,8 +121,11 @@ async def _conversation(session: Any, agent: ChatAgent, usage: Usage,
         if calls:
             for call in calls:
                 resolved = _resolve(call, catalog)
-                reply = tool_message(await session.call_tool(resolved.name, resolved.arguments)) \
-                    if isinstance(resolved, ToolCall) else malformed_message(resolved)
+                if isinstance(resolved, ToolCall):
+                    reply = tool_message(await session.call_tool(resolved.name, resolved.arguments))
+                else:
+                    reply = malformed_message(resolved)
+                    state["malformed"] += 1
                 messages.append({**reply, "tool_call_id": call.get("id", "")})
             continue
         state["last_reply"] = message.get("content") or ""
@@ -137,7 +141,7 @@ def chat_trial_runner(agent: ChatAgent, *, opener: SessionOpener | None = None,
     config, open_ = agent.config, opener or open_session
 
     async def trial(task: Task, index: int) -> TrialRecord:
-        start, usage, state = time.perf_counter(), Usage(), {"turns": 0, "last_reply": None}
+        start, usage, state = time.perf_counter(), Usage(), {"turns": 0, "last_reply": None, "malformed": 0}
         error: str | None = None
         verdict = None
         termination = "system_error"
@@ -166,6 +170,6 @@ def chat_trial_runner(agent: ChatAgent, *, opener: SessionOpener | None = None,
             system_error=None if scored else (error or "grader"), termination=termination if scored else "system_error",
             turns=state["turns"], usage=usage, model=model_name or config.endpoint.model, weight_version=None,
             seconds=round(time.perf_counter() - start, 3), diff=verdict_lines(verdict) if scored else [],
-            outcome=verdict.outcome if scored else None)
+            outcome=verdict.outcome if scored else None, malformed_tool_calls=state["malformed"])
 
     return trial

@@ -134,7 +134,8 @@ def token_trial_runner(engine: Engine, interpreter: Interpreter, *, model: str,
             system_error=t.system_error, termination=t.termination, turns=t.turns,
             usage=metered.usage(session_id), model=model, weight_version=t.weight_version,
             seconds=round(time.perf_counter() - start, 3),
-            diff=verdict_lines(verdict), outcome=verdict.outcome if verdict else None)
+            diff=verdict_lines(verdict), outcome=verdict.outcome if verdict else None,
+            malformed_tool_calls=t.malformed_tool_calls)
 
     return trial
 

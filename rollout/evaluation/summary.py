@@ -38,7 +38,7 @@ from rollout.metrics import (
 from rollout.records import TrialRecord, task_counts, usage_dict
 
 SUMMARY_KEYS = ("tasks", "trials", "k", "pass@1", "pass@k", "pass^k", "observed_k_of_k", "all_clean_trials_passed",
-                "system_errors", "tokens", "cost_usd")
+                "system_errors", "tokens", "malformed_tool_calls", "cost_usd")
 
 
 def campaign_k(records: Sequence[TrialRecord]) -> int:
@@ -81,6 +81,7 @@ def _block(records: Sequence[TrialRecord], k: int, prices: PriceTable | None) ->
     tokens["total"] = tokens["prompt_tokens"] + tokens["completion_tokens"]
     tokens["per_trial"] = tokens["total"] / len(records) if records else None
     block["tokens"] = tokens
+    block["malformed_tool_calls"] = sum(r.malformed_tool_calls for r in records)
     block["cost_usd"] = cost_breakdown(_campaign_cost(records, prices), len(records),
                                        sum(t.c for t in counts), block["observed_k_of_k"]["count"])
     return block

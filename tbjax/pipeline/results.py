@@ -104,7 +104,8 @@ def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: 
         lines += ["", f"{HELDOUT_KINDS['templates'].capitalize()}, beside them (no target): {t['tasks']} tasks x "
                   f"{t['k']} trials each.", ""]
         lines += markdown_table(SCORE_HEADER, score_rows(on_templates))
-    lines += ["", f"Tokens: base {_tokens(a)}; trained {_tokens(result['b'])}.", ""]
+    lines += ["", f"Tokens: base {_tokens(a)}; trained {_tokens(result['b'])}. Malformed tool calls: base "
+              f"{a.get('malformed_tool_calls', 0)}, trained {result['b'].get('malformed_tool_calls', 0)}.", ""]
     lines += markdown_table(("stage", "wall time"), [(name, f"{s:.0f} s") for name, s in seconds.items()])
     lines += [f"| total | {sum(seconds.values()) / 60:.1f} min |", ""]
     if steps:

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,7 @@ async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any]
     rollout_s = time.perf_counter() - start
     packed = None if batch is None else batch_from_groups(
         [g.trajectories for g in batch.groups], config.grpo, config.train.row_len, config.train.micro_batch_rows,
-        run.trainer.rows_multiple)
+        run.trainer.rows_multiple, config.groups.format_penalty)
     packed, run.draws = share_batch(packed, scheduler.draws if scheduler is not None else run.draws)
     start = time.perf_counter()
     if packed is None:
@@ -195,6 +196,7 @@ async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any]
         "system_errors": dict(counts.system_errors), "episodes": counts.episodes,
         "completion_tokens": tokens, "rollout_tokens_per_s": tokens / rollout_s if rollout_s else 0.0,
         "malformed_tool_calls": sum(t.malformed_tool_calls for t in trajectories),
+        "malformed_by_kind": dict(sum((Counter(t.malformed) for t in trajectories), Counter())),
         # what the step drew and how each group did (kept: informative), for per-task learning curves
         "groups": [{"task": g.task.id, "kind": g.task.kind.value, "pass": sum(g.rewards) / len(g.rewards),
                     "kept": g.informative} for g in batch.scored],

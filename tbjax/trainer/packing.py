@@ -178,11 +178,12 @@ def trained_positions(mask: np.ndarray, shards: int) -> np.ndarray:
 
 
 def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: LossConfig, row_len: int,
-                      micro_rows: int, rows_multiple: int = 1) -> PackedBatch | None:
-    """Scored groups -> the packed batch with advantages and weights; None when every advantage is zero
-    (all rewards equal in every group): then there is nothing to learn and the optimizer must not step."""
+                      micro_rows: int, rows_multiple: int = 1, format_penalty: float = 0.0) -> PackedBatch | None:
+    """Scored groups -> the packed batch with advantages (from `Trajectory.score`) and weights; None when
+    every advantage is zero (all scores equal in every group): then there is nothing to learn and the
+    optimizer must not step."""
     trajectories = [t for group in groups for t in group]
-    advantages = episode_advantages([[t.reward for t in group] for group in groups], config)
+    advantages = episode_advantages([[t.score(format_penalty) for t in group] for group in groups], config)
     if not np.any(advantages):
         return None
     lengths = np.asarray([sum(t.loss_mask[1:]) for t in trajectories])

@@ -14,7 +14,7 @@ from tests.rollout.campaign_support import records
 from tests.rollout.chart_support import drawn, png_size
 
 KEYS = {"tasks", "trials", "k", "pass@1", "pass@k", "pass^k", "observed_k_of_k", "all_clean_trials_passed",
-        "system_errors", "tokens", "cost_usd", "domains"}
+        "system_errors", "tokens", "malformed_tool_calls", "cost_usd", "domains"}
 
 
 def campaign(tmp_path, with_errors: bool):
