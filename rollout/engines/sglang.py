@@ -6,7 +6,9 @@ re-runs. Retried (with exponential backoff, jittered so that many episodes do no
 lock step): connection errors, timeouts, 5xx and 429 answers (the server is benched and the request moves to
 another one), and `finish_reason.type == "abort"` (what SGLang answers for requests in flight when a weight
 refresh pauses it; the retry waits behind the pause). Not retried: other 4xx answers and malformed
-responses, which a retry cannot fix.
+responses, which a retry cannot fix. A response is malformed (`ProtocolError`, a system error of kind
+`engine_protocol`) when it is not SGLang's format or not believable: ids outside the vocabulary, log-probs
+above 0 or not finite, no tokens or more than `max_new_tokens`.
 
 Weight refresh falls back to restarting the servers where `/update_weights_from_disk` does not exist
 (sglang-jax answers 404): given a `restart_servers` callable (`rollout.launch_sglang.Supervisor.restart_on`,
@@ -68,6 +70,8 @@ class SGLangConfig:
     cooldown_s: float = 15.0  # how long a failing server is left out of rotation
     weight_version: str = "default"  # what servers report before the first refresh (SGLang's default)
     max_connections: int = 1024
+    # the policy's vocabulary: an output id at or past it is a protocol error (None: ids are checked >= 0 only)
+    vocab_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -109,7 +113,7 @@ class SGLangEngine:
             try:
                 # A fresh rid per attempt: a timed-out attempt may still be running under the old one.
                 payload = generate_payload(input_ids, sampling, f"{rid}-{attempt}")
-                result = await self._generate_once(server, payload)
+                result = await self._generate_once(server, payload, sampling.max_new_tokens)
             finally:
                 self.pool.release(server)
             if isinstance(result, Generation):
@@ -124,7 +128,8 @@ class SGLangEngine:
     async def end_session(self, session_id: str) -> None:
         self.pool.forget(session_id)
 
-    async def _generate_once(self, server: Server, payload: dict[str, Any]) -> Generation | str:
+    async def _generate_once(self, server: Server, payload: dict[str, Any],
+                             max_new_tokens: int) -> Generation | str:
         """One attempt: the Generation, or why it failed in a way worth retrying elsewhere. Failures a
         retry cannot fix raise."""
         try:
@@ -148,7 +153,11 @@ class SGLangEngine:
         finish, _, message = finish_reason_of(meta)
         if finish == "abort":
             return f"aborted by the server ({message or 'no message'})"
-        generation, missing = parse_generation(body, server.weight_version)
+        try:
+            generation, missing = parse_generation(body, server.weight_version, max_new_tokens,
+                                                   self.config.vocab_size)
+        except ProtocolError as error:
+            raise ProtocolError(f"{server.url}/generate: {error}") from error
         if missing:
             self.missing_logprobs += missing
             log.warning("%s trimmed a stop token and its logprob; it is reported as NaN", server.url)

@@ -30,6 +30,9 @@ FINISH_REASONS: frozenset[str] = frozenset({"stop", "length", "abort"})
 # Scoring samples one greedy token (ignored): SGLang samples greedy at temperature 1, so the prompt's log-probs
 # are untempered, as the trainer's side of a refit check computes them.
 SCORING = SamplingParams(max_new_tokens=1, temperature=0.0)
+# how far above 0 a float32 log-softmax may round (x - logsumexp(x) of the largest logit); beyond it a log-prob
+# is not one, and believing it would skew the importance ratio
+LOGPROB_ROUNDING = 1e-4
 
 
 class ProtocolError(EngineError):
@@ -99,10 +102,13 @@ def finish_reason_of(meta: dict[str, Any]) -> tuple[FinishReason, Any, str]:
     return reason["type"], reason.get("matched"), str(reason.get("message") or "")
 
 
-def parse_generation(body: Any, default_version: str) -> tuple[Generation, int]:
+def parse_generation(body: Any, default_version: str, max_new_tokens: int,
+                     vocab_size: int | None = None) -> tuple[Generation, int]:
     """Turn a /generate response into a `Generation` plus the number of logprobs the server did not send
     (0 or 1: a trimmed stop token, see the module docstring). `default_version` is used when the server
-    does not report `meta_info.weight_version`."""
+    does not report `meta_info.weight_version`. What the episode would otherwise believe is checked: token
+    ids are integers within the vocabulary (`vocab_size`, when known), there is at least one and at most
+    `max_new_tokens` of them, log-probs are finite and at most 0, token counts are non-negative integers."""
     if not isinstance(body, dict) or not isinstance(body.get("meta_info"), dict):
         raise ProtocolError(f"/generate response needs 'output_ids' and 'meta_info', got {str(body)[:200]}")
     meta = body["meta_info"]
@@ -112,10 +118,13 @@ def parse_generation(body: Any, default_version: str) -> tuple[Generation, int]:
         raise ProtocolError("/generate response lacks output_ids or meta_info.output_token_logprobs; "
                             "send return_logprob=true to a server that returns token ids")
     finish, matched, _ = finish_reason_of(meta)
-    ids = [int(t) for t in output_ids]
-    trimmed = finish == "stop" and isinstance(matched, int) and (not ids or ids[-1] != matched)
+    ids = [_token_id(t, vocab_size, f"output_ids[{i}]") for i, t in enumerate(output_ids)]
+    trimmed = finish == "stop" and _is_integer(matched) and (not ids or ids[-1] != matched)
     if trimmed:
-        ids.append(matched)  # the server trimmed the stop token the policy sampled
+        ids.append(_token_id(matched, vocab_size, "finish_reason.matched"))  # the trimmed stop token the policy sampled
+    if not 1 <= len(ids) <= max_new_tokens:
+        raise ProtocolError(f"{len(ids)} output ids for max_new_tokens {max_new_tokens}: a finished request has "
+                            "between 1 and max_new_tokens")
     if len(entries) > len(ids):
         entries = entries[len(entries) - len(ids):]  # repeated snapshots (module docstring): keep the final one
     missing = 1 if trimmed and len(entries) == len(ids) - 1 else 0
@@ -129,17 +138,41 @@ def parse_generation(body: Any, default_version: str) -> tuple[Generation, int]:
         logprobs=tuple(logprobs),
         finish_reason=finish,
         weight_version=str(version) if version is not None else default_version,
-        prompt_tokens=int(meta.get("prompt_tokens") or 0),
-        cached_tokens=int(meta.get("cached_tokens") or 0),
+        prompt_tokens=_count(meta, "prompt_tokens"),
+        cached_tokens=_count(meta, "cached_tokens"),
     )
     return generation, missing
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _token_id(value: Any, vocab_size: int | None, where: str) -> int:
+    if not _is_integer(value) or value < 0 or (vocab_size is not None and value >= vocab_size):
+        bound = "" if vocab_size is None else f" below the vocabulary size {vocab_size}"
+        raise ProtocolError(f"{where} is {str(value)[:50]!r}: a token id is an integer >= 0{bound}")
+    return value
+
+
+def _count(meta: dict[str, Any], field: str) -> int:
+    value = meta.get(field)
+    if value is None:
+        return 0
+    if not _is_integer(value) or value < 0:
+        raise ProtocolError(f"meta_info.{field} is {str(value)[:50]!r}: a token count is an integer >= 0")
+    return value
 
 
 def _logprob_entry(entry: Any, expected_id: int, position: int, field: str = "output_token_logprobs") -> float:
     """One (logprob, token_id, text) triple of `field`; its token id must be the token at the same position
     (of output_ids, or of the prompt for input_token_logprobs)."""
-    if not isinstance(entry, list | tuple) or len(entry) < 2 or not isinstance(entry[0], int | float):
-        raise ProtocolError(f"{field}[{position}] must be [logprob, token_id, text], got {entry!r}")
-    if int(entry[1]) != expected_id:
-        raise ProtocolError(f"{field}[{position}] is for token {entry[1]}, but the token there is {expected_id}")
+    if not isinstance(entry, list | tuple) or len(entry) < 2 or isinstance(entry[0], bool) \
+            or not isinstance(entry[0], int | float):
+        raise ProtocolError(f"{field}[{position}] must be [logprob, token_id, text], got {str(entry)[:100]}")
+    if not math.isfinite(entry[0]) or entry[0] > LOGPROB_ROUNDING:
+        raise ProtocolError(f"{field}[{position}] has log-prob {entry[0]!r}: a log-prob is finite and at most 0")
+    if entry[1] != expected_id or not _is_integer(entry[1]):
+        raise ProtocolError(f"{field}[{position}] is for token {str(entry[1])[:50]}, but the token there is "
+                            f"{expected_id}")
     return float(entry[0])

@@ -158,11 +158,13 @@ async def trial_runner_from_flags(args: argparse.Namespace, opener: SessionOpene
         urls, tokenizer = args.url, args.tokenizer
     else:
         raise SystemExit("choose --engine embedded, sglang or openai (or --from-trials FILE)")
-    engine = SGLangEngine.from_urls(urls)
+    engine = None
     try:
         interpreter = Interpreter.from_pretrained(tokenizer, tool_call_format=args.tool_call_format)
+        engine = SGLangEngine.from_urls(urls, vocab_size=len(interpreter.tokenizer))
         yield token_trial_runner(engine, interpreter, model=name, config=config, opener=opener)
     finally:
-        await engine.close()
+        if engine is not None:
+            await engine.close()
         if supervisor is not None:
             supervisor.stop()

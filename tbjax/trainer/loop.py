@@ -233,7 +233,7 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
         state = restored.state
         iterator.set_state(restored.data)
         step, draws = int(restored.record["step"]), int(restored.record["draws"])
-    engine = _engine(config, trainer, state, step)
+    engine = _engine(config, trainer, state, step, model.config.vocab_size)
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None
     if validation is not None and is_driver():
@@ -264,12 +264,15 @@ def _refit_check(config: TrainConfig, trainer: GRPOTrainer, model: Qwen) -> Refi
     return RefitCheck(trainer, model.config.vocab_size, tolerance)
 
 
-def _engine(config: TrainConfig, trainer: GRPOTrainer, state: TrainState, step: int) -> Any:
-    """The driver's rollout engine; None on the other processes (which still join the collective gather)."""
+def _engine(config: TrainConfig, trainer: GRPOTrainer, state: TrainState, step: int, vocab_size: int) -> Any:
+    """The driver's rollout engine; None on the other processes (which still join the collective gather).
+    SGLang's answers are checked against the policy's `vocab_size`."""
     if config.rollout.engine == "embedded":
         model = engine_model(trainer, state.params)
         return None if model is None else embedded_engine(model, config.rollout, str(step))
-    return SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step)) if is_driver() else None
+    if not is_driver():
+        return None
+    return SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step), vocab_size=vocab_size)
 
 
 async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:

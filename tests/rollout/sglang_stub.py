@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -51,6 +52,7 @@ class StubModel:
     update_ok: bool = True
     update_endpoint: bool = True  # False: /update_weights_from_disk answers 404, as sglang-jax's does
     score_shift: float = 0.0  # added to every prompt log-prob the fake model scores
+    corrupt: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # rewrites each /generate answer (faults)
     weight_version: str = "default"
     model_path: str = "stub-model"
     received: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -122,7 +124,8 @@ def make_app(model: StubModel) -> Starlette:
             meta = {"id": body["rid"], "finish_reason": {"type": "abort", "message": "paused for update"},
                     "output_token_logprobs": []}
             return JSONResponse({"text": "", "output_ids": [], "meta_info": meta})
-        return JSONResponse(model.generate(body))
+        answer = model.generate(body)
+        return JSONResponse(answer if model.corrupt is None else model.corrupt(answer))
 
     async def admin(request: Request) -> Response:
         path = request.url.path

@@ -27,7 +27,7 @@ def test_payload_sends_every_sampling_value_and_no_server_default():
 def test_parses_triples_with_null_text_and_token_counts():
     body = response([5, 6], [[-0.5, 5, None], [-1.5, 6, "x"]], {"type": "length"},
                     prompt_tokens=9, cached_tokens=4, weight_version="3")
-    generation, missing = parse_generation(body, "default")
+    generation, missing = parse_generation(body, "default", 16)
     assert (generation.output_ids, generation.logprobs) == ((5, 6), (-0.5, -1.5))
     assert (generation.finish_reason, generation.weight_version, generation.prompt_tokens,
             generation.cached_tokens, missing) == ("length", "3", 9, 4, 0)
@@ -35,25 +35,25 @@ def test_parses_triples_with_null_text_and_token_counts():
 
 def test_trimmed_stop_token_is_restored_with_its_logprob_when_sent():
     body = response([5], [[-0.5, 5, None], [-0.25, 9, None]], {"type": "stop", "matched": 9})
-    generation, missing = parse_generation(body, "v0")
+    generation, missing = parse_generation(body, "v0", 16)
     assert generation.output_ids == (5, 9) and generation.logprobs == (-0.5, -0.25) and missing == 0
     assert generation.weight_version == "v0"  # the server did not report one
 
 
 def test_trimmed_stop_token_without_logprob_is_nan_not_zero():
-    generation, missing = parse_generation(response([5], [[-0.5, 5, None]], {"type": "stop", "matched": 9}), "v")
+    generation, missing = parse_generation(response([5], [[-0.5, 5, None]], {"type": "stop", "matched": 9}), "v", 16)
     assert generation.output_ids == (5, 9) and missing == 1
     assert generation.logprobs[0] == -0.5 and math.isnan(generation.logprobs[1])
 
 
 def test_repeated_cumulative_logprob_snapshots_keep_the_final_one():
     snapshots = [[-0.5, 5, None]] + [[-0.5, 5, None], [-1.5, 6, None], [-0.25, 9, None]]  # sglang-jax's
-    generation, missing = parse_generation(response([5, 6], snapshots, {"type": "stop", "matched": 9}), "v")
+    generation, missing = parse_generation(response([5, 6], snapshots, {"type": "stop", "matched": 9}), "v", 16)
     assert generation.output_ids == (5, 6, 9) and generation.logprobs == (-0.5, -1.5, -0.25) and missing == 0
 
 
 def test_stop_string_match_appends_nothing():
-    generation, _ = parse_generation(response([5], [[-0.5, 5, None]], {"type": "stop", "matched": "</x>"}), "v")
+    generation, _ = parse_generation(response([5], [[-0.5, 5, None]], {"type": "stop", "matched": "</x>"}), "v", 16)
     assert generation.output_ids == (5,)
 
 
@@ -67,4 +67,4 @@ def test_stop_string_match_appends_nothing():
 ])
 def test_malformed_responses_are_protocol_errors(body, problem):
     with pytest.raises(ProtocolError, match=problem):
-        parse_generation(body, "v")
+        parse_generation(body, "v", 16)
