@@ -1,7 +1,12 @@
 """The episode loop: agent turn -> tool calls through the domain's MCP client -> tool results -> ... ->
-reply to the user -> user turn, until the user stops, the agent ends, max turns, the token budget or a
-wall-clock timeout. It returns the Trajectory (exactly the sampled tokens, their behaviour log-probs, the
+reply to the user -> user turn, until the user stops, the agent ends, max turns, the token budget or the
+agent's deadline. It returns the Trajectory (exactly the sampled tokens, their behaviour log-probs, the
 loss mask) and the Verdict.
+
+The deadline (`timeout_s`) is on the agent's clock: it stops while the user simulator answers and gives back
+what the engine lost to failed attempts (`rollout.engines.protocol.Retries`). Where it comes while the engine
+is still retrying or a tool call is still unanswered, the infrastructure is what failed: a system error, not
+a `timeout`.
 
 Infrastructure failures of the engine, the user simulator, the judge or the tool server
 (`rollout.failures.INFRASTRUCTURE_ERRORS`) are system errors carried on the trajectory (reward None, never 0);
@@ -22,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from envs import EnvironmentSession, Task, Verdict, open_session
-from rollout.engines.protocol import Engine, SamplingParams
+from rollout.engines.protocol import RETRIES, Engine, Retries, SamplingParams
 from rollout.failures import INFRASTRUCTURE_ERRORS, closes_on_error, system_error_kind
 from rollout.interpret import (Interpreter, MalformedKind, TokenSequence, ToolCall, ToolCatalog, malformed_message,
                               tool_message)
@@ -62,17 +67,56 @@ class _SystemError(Exception):
 class _Timer:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.waiting_on: tuple[str, str] | None = None  # (phase, failure kind) of the call awaited now
 
     async def measure(self, phase: str, awaitable: Awaitable[Any], failure_kind: str) -> Any:
         """Awaits `awaitable`, adding its time to `phase`; infrastructure exceptions become system errors of
         their own kind or else `failure_kind`, any other exception propagates as it is."""
         start = time.perf_counter()
+        self.waiting_on = phase, failure_kind  # left set when the deadline cancels the call: it was waiting on it
         try:
-            return await awaitable
+            result = await awaitable
         except INFRASTRUCTURE_ERRORS as error:
+            self.waiting_on = None
             raise _SystemError(system_error_kind(error, failure_kind), repr(error)) from error
         finally:
             self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
+        self.waiting_on = None
+        return result
+
+
+class _AgentClock:
+    """The episode's deadline, counting the agent's time only (module docstring)."""
+
+    def __init__(self, deadline: asyncio.Timeout) -> None:
+        self.deadline = deadline
+        self.engine_retries = Retries()  # of the engine call in flight
+
+    async def generate(self, awaitable: Awaitable[Any]) -> Any:
+        self.engine_retries = Retries()
+        token = RETRIES.set(self.engine_retries)
+        try:
+            return await awaitable
+        finally:
+            RETRIES.reset(token)
+            self._extend(self.engine_retries.seconds)
+
+    async def stopped(self, awaitable: Awaitable[Any]) -> Any:
+        """Awaits `awaitable` with the clock stopped."""
+        loop = asyncio.get_running_loop()
+        when = self.deadline.when()
+        left = None if when is None else when - loop.time()
+        self.deadline.reschedule(None)
+        try:
+            return await awaitable
+        finally:
+            if not self.deadline.expired():
+                self.deadline.reschedule(None if left is None else loop.time() + left)
+
+    def _extend(self, seconds: float) -> None:
+        when = self.deadline.when()
+        if seconds and when is not None and not self.deadline.expired():  # an expired one is unwinding
+            self.deadline.reschedule(when + seconds)
 
 
 class Episode:
@@ -110,8 +154,8 @@ class Episode:
             if self.turns >= self.config.max_turns:
                 return "max_turns"
             cap = min(self.config.max_tokens_per_turn, remaining)
-            generation = await self.timer.measure("engine", self.engine.generate(
-                self.sequence.token_ids, self._sampling(cap), session_id=self.session_id), "engine")
+            generation = await self.timer.measure("engine", self.clock.generate(self.engine.generate(
+                self.sequence.token_ids, self._sampling(cap), session_id=self.session_id)), "engine")
             self.sequence.add_sampled(generation.output_ids, generation.logprobs)
             self.versions.append(generation.weight_version)
             self.turns += 1
@@ -127,7 +171,8 @@ class Episode:
                 replies = [await self._tool_reply(session, call) for call in turn.calls]
             else:
                 self.last_reply = turn.visible
-                user = await self.timer.measure("user", session.user_reply(turn.visible), "user_simulator")
+                user = await self.timer.measure("user", self.clock.stopped(session.user_reply(turn.visible)),
+                                                "user_simulator")
                 if user.done:
                     return "user_done"
                 replies = [{"role": "user", "content": user.text}]
@@ -138,6 +183,19 @@ class Episode:
             result = await self.timer.measure("tools", session.call_tool(call.name, call.arguments), "tool_server")
             return tool_message(result)
         return malformed_message(call)
+
+    def _infrastructure_at_deadline(self) -> _SystemError | None:
+        """What the deadline interrupted, when it was the infrastructure's to answer: an engine call with
+        failed attempts, or a tool call."""
+        phase, kind = self.timer.waiting_on or ("", "")
+        if phase == "engine" and self.clock.engine_retries.failed_attempts:
+            attempts = self.clock.engine_retries.failed_attempts
+            return _SystemError(kind, f"the engine was still retrying ({attempts} failed attempts) at the "
+                                      f"episode's {self.config.timeout_s:.0f} s deadline")
+        if phase == "tools":
+            return _SystemError(kind, f"a tool call was still unanswered at the episode's "
+                                      f"{self.config.timeout_s:.0f} s deadline")
+        return None
 
     def _trajectory(self, termination: Termination, reward: float | None, error: str | None) -> Trajectory:
         sampled = sum(self.sequence.loss_mask)
@@ -162,10 +220,12 @@ class Episode:
         termination: Termination = "system_error"
         async with closes_on_error(session):
             try:
-                async with asyncio.timeout(self.config.timeout_s):
+                async with asyncio.timeout(self.config.timeout_s) as deadline:
+                    self.clock = _AgentClock(deadline)
                     termination = await self._conversation(session)
             except TimeoutError:
-                termination = "timeout"
+                failure = self._infrastructure_at_deadline()
+                termination = "timeout"  # the agent's own time ran out
             except _SystemError as error:
                 failure = error
             finally:

@@ -11,6 +11,7 @@ tokens). Greedy decoding (temperature 0) reports the untempered log softmax.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from collections.abc import Sequence
 from typing import Literal, Protocol
@@ -70,6 +71,29 @@ class EngineError(RuntimeError):
     the episode, retried or refilled, never scored as the agent's failure."""
 
     kind = "engine"
+
+
+@dataclasses.dataclass
+class Retries:
+    """What an engine call spent on failed attempts before it answered (or while it still retries): an
+    engine that retries (SGLangEngine) counts them in the caller's `RETRIES` record, so the episode loop
+    leaves that time off the agent's clock and, when its deadline comes while they go on, voids the episode
+    instead of scoring it."""
+
+    failed_attempts: int = 0
+    seconds: float = 0.0  # in failed attempts and the backoff after them
+
+    @staticmethod
+    def record(seconds: float, failed_attempts: int = 1) -> None:
+        """Time the current call lost: a failed attempt (as soon as it failed), or the backoff after one."""
+        retries = RETRIES.get()
+        if retries is not None:
+            retries.failed_attempts += failed_attempts
+            retries.seconds += seconds
+
+
+# set by the caller around one engine call (a context variable: it follows the call through wrappers)
+RETRIES: contextvars.ContextVar[Retries | None] = contextvars.ContextVar("engine_retries", default=None)
 
 
 class Engine(Protocol):

@@ -24,13 +24,14 @@ import asyncio
 import dataclasses
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
 
-from rollout.engines.protocol import EngineError, Generation, SamplingParams, TokenScores
+from rollout.engines.protocol import EngineError, Generation, Retries, SamplingParams, TokenScores
 from rollout.engines.servers import Server, ServerPool
 from rollout.engines.sglang_wire import (
     ProtocolError,
@@ -110,6 +111,7 @@ class SGLangEngine:
         failed: Server | None = None
         for attempt in range(1, self.config.max_attempts + 1):
             server = self.pool.acquire(session_id, avoid=failed)
+            start = time.perf_counter()
             try:
                 # A fresh rid per attempt: a timed-out attempt may still be running under the old one.
                 payload = generate_payload(input_ids, sampling, f"{rid}-{attempt}")
@@ -119,9 +121,12 @@ class SGLangEngine:
             if isinstance(result, Generation):
                 return result
             errors.append(f"attempt {attempt} on {server.url}: {result}")
+            Retries.record(time.perf_counter() - start)
             failed = server if self.pool.benched(server) else None  # an abort may retry where its prefix is cached
             if attempt < self.config.max_attempts:
-                await asyncio.sleep(self._backoff(attempt))
+                backoff = self._backoff(attempt)
+                await asyncio.sleep(backoff)
+                Retries.record(backoff, failed_attempts=0)
         raise EngineError(f"/generate failed {len(errors)} times: " + "; ".join(errors)
                           + ". Check the servers (GET /health, their logs) or the launcher's restarts.")
 

@@ -16,12 +16,11 @@ from jsonschema import validators
 from envs import load_tasks, open_session
 from envs.registry import builtin_domains
 from envs.session import openai_tool_schemas
-from rollout.engines.protocol import Generation, SamplingParams
 from rollout.episode import EpisodeConfig, run_episode
 from rollout.interpret import Interpreter, MalformedCall, ToolCall, ToolCatalog, parse_assistant
 from rollout.interpret.formats import TOOL_CALL_FORMATS
-from rollout.interpret.render import END_OF_TEXT
 from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
+from tests.faults.replay import ReplayEngine
 
 PROPERTIES = {"n": {"type": "integer"}, "note": {"type": "string"}, "ids": {"type": "array"}}
 TOOLS = ToolCatalog([{"type": "function", "function": {"name": "lookup", "parameters": {
@@ -79,25 +78,6 @@ def test_a_stray_think_close_after_a_call_keeps_the_call(fmt) -> None:
     assert "</think>" not in turn.visible
     # where the prompt opened the reasoning block, everything before its close is still reasoning
     assert parse_assistant(call + "\n</think>", TOOLS, fmt, opened_by_prompt=True).calls == ()
-
-
-class ReplayEngine:
-    """The policy, replaced by the texts it writes: each turn's text encoded, closed by end-of-turn (the
-    last by end-of-text). Everything after the engine (interpreter, session, tools, grading) is real."""
-
-    def __init__(self, interpreter: Interpreter, turns: Sequence[str]) -> None:
-        self.interpreter = interpreter
-        end_of_text = interpreter.tokenizer.convert_tokens_to_ids(END_OF_TEXT)
-        ends = [interpreter.end_of_turn_id] * (len(turns) - 1) + [end_of_text]
-        self.turns = [interpreter.encode(text) + [end] for text, end in zip(turns, ends, strict=True)]
-
-    async def generate(self, input_ids: Sequence[int], sampling: SamplingParams, *,
-                       session_id: str | None = None) -> Generation:
-        ids = self.turns.pop(0)
-        return Generation(tuple(ids), (0.0,) * len(ids), "stop", "replay", len(input_ids))
-
-    async def end_session(self, session_id: str) -> None:
-        pass
 
 
 def test_an_episode_survives_every_attack_and_counts_them(tmp_path) -> None:

@@ -48,6 +48,7 @@ class StubModel:
     report_version: bool = True
     fail_generate: int = 0  # answer the next N /generate calls with HTTP `fail_status`
     fail_status: int = 500
+    fail_every: int = 0  # answer every N-th /generate call (the 1st, N+1-th, ...) with HTTP `fail_status`
     abort_generate: int = 0  # answer the next N /generate calls with finish_reason abort
     update_ok: bool = True
     update_endpoint: bool = True  # False: /update_weights_from_disk answers 404, as sglang-jax's does
@@ -116,6 +117,8 @@ def make_app(model: StubModel) -> Starlette:
         while model.paused:  # SGLang holds new requests while generation is paused
             await asyncio.sleep(0.01)
         await asyncio.sleep(model.delay_s)
+        if model.fail_every and len(model.received) % model.fail_every == 1 % model.fail_every:
+            return JSONResponse({"error": "stub failure"}, status_code=model.fail_status)
         if model.fail_generate > 0:
             model.fail_generate -= 1
             return JSONResponse({"error": "stub failure"}, status_code=model.fail_status)
