@@ -26,6 +26,7 @@ from tbjax.engine.device_step import bucket, decode, score, step
 from tbjax.engine.request_checks import refuse_unrunnable
 from tbjax.engine.requests import Request, Slot, SlotTable
 from tbjax.engine.sampling import RowSampling
+from tbjax.engine.weight_checks import load_servable, refuse_non_finite
 from tbjax.models import Qwen, from_pretrained
 from tbjax.models.decoding import KVCache
 from tbjax.parallel.offload import HostOffload
@@ -97,11 +98,8 @@ class JaxEngine:
 
     async def update_weights(self, hf_dir: str, version: str) -> None:
         self._refuse_if_weights_released()
-        model = await asyncio.to_thread(from_pretrained, hf_dir, mesh=self.mesh, runtime=self.config.runtime)
-        if model.config.hf_config != self.config.hf_config:
-            raise ValueError(f"{hf_dir} holds a different architecture than the served model; "
-                             "weights can be refreshed, architectures cannot")
-        await self.set_state(nnx.state(model), version)
+        model = await asyncio.to_thread(load_servable, hf_dir, self.mesh, self.config)
+        await self.set_state(nnx.state(model), version, checked=True)
 
     async def score(self, input_ids: Sequence[int]) -> list[TokenScores]:
         """Teacher-forced log-probs of `input_ids[1:]` under the parameters served now (the `Scorer`
@@ -116,9 +114,12 @@ class JaxEngine:
         logprobs = await asyncio.to_thread(lambda: np.asarray(score(self.graphdef, state, tokens)))
         return [TokenScores(tuple(float(x) for x in logprobs[0, :len(input_ids) - 1]), version, "embedded")]
 
-    async def set_state(self, state: nnx.State, version: str) -> None:
-        """Swaps in new parameters (same structure) once in-flight generations finish."""
+    async def set_state(self, state: nnx.State, version: str, checked: bool = False) -> None:
+        """Swaps in new parameters (same structure) once in-flight generations finish; parameters holding
+        NaN or Inf are refused first (`checked`: the caller has looked already)."""
         self._refuse_if_weights_released()
+        if not checked:
+            await asyncio.to_thread(refuse_non_finite, state, f"weight version {version}")
         await asyncio.to_thread(self._with_engine_idle, lambda: self._swap(state, version))
 
     async def health(self) -> bool:
@@ -204,6 +205,9 @@ class JaxEngine:
         self.state = state
         self.weight_version = version
         self.table.forget_all()  # cached keys/values belong to the old weights
+        if self.cache is not None:  # and are zeroed, so nothing the old weights wrote outlives them
+            self.cache = None
+            self.cache = KVCache.zeros(self.config, len(self.table.slots), self.max_len)
         log.info("engine now serves weight version %s", version)
 
     def _refuse_if_weights_released(self) -> None:

@@ -64,6 +64,10 @@ def _attend_cached(block: DecoderBlock, x: jax.Array, cos: jax.Array, sin: jax.A
     k_cache = k_cache.at[(*layer, slots[:, None], positions)].set(k.astype(k_cache.dtype))
     v_cache = v_cache.at[(*layer, slots[:, None], positions)].set(v.astype(v_cache.dtype))
     keys, values = k_cache[layer][slots, :kv_len], v_cache[layer][slots, :kv_len]
+    # positions past the row's last are masked, but a masked NaN (left by weights since swapped out) would
+    # still reach the output as 0 x NaN: they are zeroed, so only what this sequence wrote is ever read
+    written = (jnp.arange(kv_len)[None, :] <= positions[:, -1:])[:, :, None, None]  # [rows, kv_len, 1, 1]
+    keys, values = jnp.where(written, keys, 0), jnp.where(written, values, 0)
     mask = (jnp.arange(kv_len)[None, None, :] <= positions[:, :, None])[:, None]  # [rows, 1, t, kv_len]
     out = attn.output(xla_attention(q, keys.astype(q.dtype), values.astype(q.dtype), mask), gate)
     return block.finish(x, out), k_cache, v_cache
