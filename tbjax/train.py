@@ -57,13 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, TaskChoiceError) as error:
         console.print(f"[red]error:[/red] {escape(str(error))}")  # messages quote lists: not markup
         return 2
-    from tbjax.pipeline.launch import USAGE_ERRORS, launch  # JAX starts here
+    from tbjax.pipeline.launch import MACHINE_ERRORS, USAGE_ERRORS, launch  # JAX starts here
 
     try:
         return launch(config, dry_run, console)
     except USAGE_ERRORS as error:
         console.print(f"[red]error:[/red] {escape(str(error))}")
         return 2
+    except MACHINE_ERRORS as error:
+        console.print(f"[red]error:[/red] {escape(str(error))}")
+        return 1
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import shlex
 import socket
 import sys
@@ -161,10 +162,20 @@ async def trial_runner_from_flags(args: argparse.Namespace, opener: SessionOpene
     engine = None
     try:
         interpreter = Interpreter.from_pretrained(tokenizer, tool_call_format=args.tool_call_format)
-        engine = SGLangEngine.from_urls(urls, vocab_size=len(interpreter.tokenizer))
+        engine = SGLangEngine.from_urls(urls, vocab_size=served_vocab_size(tokenizer, len(interpreter.tokenizer)))
         yield token_trial_runner(engine, interpreter, model=name, config=config, opener=opener)
     finally:
         if engine is not None:
             await engine.close()
         if supervisor is not None:
             supervisor.stop()
+
+
+def served_vocab_size(model_dir: str, tokenizer_size: int) -> int:
+    """The served model's vocabulary (its config.json's, padded past the tokenizer's in most checkpoints), or
+    the tokenizer's where the directory holds no config: an output id at or past it is the server's error."""
+    config = Path(model_dir) / "config.json"
+    if not config.is_file():
+        return tokenizer_size
+    values = json.loads(config.read_text())
+    return int(values.get("vocab_size") or values.get("text_config", {}).get("vocab_size") or tokenizer_size)

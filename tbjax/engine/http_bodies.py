@@ -35,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from rollout.engines.protocol import EngineError, SamplingParams
+from tbjax.engine.request_checks import MAX_STOP_TOKENS
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,27 @@ MIN_TEMPERATURE = 1e-6  # SGLang's greedy threshold; far below it logits / tempe
 MAX_TEMPERATURE = 1e6  # beyond it sampling is uniform already; far beyond, float32 overflows
 
 
+MAX_NAME_CHARS = 256  # a rid or a weight version: an id, not a payload (a 100 MB rid was echoed back)
+MAX_PATH_CHARS = 4096  # PATH_MAX
+BODY_BYTES_PER_TOKEN = 16  # a token id in JSON is at most 7 digits and its separator: room for whitespace
+BODY_BYTES_BESIDE_PROMPT = 64 * 1024  # sampling parameters, rid, flags
+
+
+class BodyTooLarge(ValueError):
+    """A request body past the server's limit (answered 413)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """What the served engine can take: token ids below `vocab_size`, prompts of at most `max_prompt_tokens`."""
+    """What the served engine can take: token ids below `vocab_size`, prompts of at most `max_prompt_tokens`,
+    bodies of at most `max_body_bytes` (the longest prompt's JSON with room to spare: nothing larger is read)."""
 
     vocab_size: int
     max_prompt_tokens: int
+
+    @property
+    def max_body_bytes(self) -> int:
+        return BODY_BYTES_BESIDE_PROMPT + BODY_BYTES_PER_TOKEN * self.max_prompt_tokens
 
     @property
     def context(self) -> dict[str, Limits]:
@@ -101,7 +117,7 @@ class SamplingBody(BaseModel):
     top_p: Annotated[Finite, Field(gt=0, le=1)] | None = None
     top_k: Annotated[Int32, Field(ge=-1), AfterValidator(_off_or_positive)] | None = None
     min_p: Annotated[Finite, Field(ge=0, lt=1)] | None = None
-    stop_token_ids: list[TokenId] | None = None
+    stop_token_ids: Annotated[list[TokenId], Field(max_length=MAX_STOP_TOKENS)] | None = None
     sampling_seed: Annotated[StrictInt, Field(ge=-(2**63), lt=2**64)] | None = None  # the engine keeps 31 bits
 
     def to_sampling(self) -> SamplingParams:
@@ -118,7 +134,7 @@ class GenerateBody(BaseModel):
 
     input_ids: Annotated[list[TokenId], Field(min_length=1), AfterValidator(_fits_the_cache)]
     sampling_params: SamplingBody | None = None
-    rid: StrictStr | None = None
+    rid: Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)] | None = None
     return_logprob: StrictBool | None = None
     logprob_start_len: Annotated[Int32, Field(ge=-1)] | None = None  # -1 (SGLang's default): no prompt logprobs
 
@@ -127,14 +143,14 @@ class UpdateWeightsBody(BaseModel):
     """POST /update_weights_from_disk: an HF directory of the served architecture, and the version it becomes
     (its path when none is given)."""
 
-    model_path: Annotated[StrictStr, Field(min_length=1)]
-    weight_version: StrictStr | None = None
+    model_path: Annotated[StrictStr, Field(min_length=1, max_length=MAX_PATH_CHARS)]
+    weight_version: Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)] | None = None
 
 
 class MemoryBody(BaseModel):
     """POST /release_memory_occupation and /resume_memory_occupation: SGLang's tags (null: all of them)."""
 
-    tags: list[StrictStr] | None = None
+    tags: Annotated[list[Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)]], Field(max_length=8)] | None = None
 
 
 def broken_rules(error: ValidationError) -> list[dict[str, Any]]:
@@ -170,11 +186,14 @@ def answering_failures(endpoint: Endpoint, error_body: ErrorBody) -> Endpoint:
     """`endpoint` with every failure answered as JSON rather than raised: Starlette answers a raised exception
     with a 500 and raises it again, and uvicorn then closes the kept-alive connection, so the client's next
     request on it failed too. 400: the body broke a rule (ValidationError, with `errors`) or the engine refused
-    the request (ValueError); 503: the engine's worker is gone (EngineError); 500: anything else, logged."""
+    the request (ValueError); 413: the body grew past the limit as it arrived (BodyTooLarge, from
+    `tbjax.engine.body_limit`); 503: the engine's worker is gone (EngineError); 500: anything else, logged."""
     @functools.wraps(endpoint)
     async def answered(request: Request) -> Response:
         try:
             return await endpoint(request)
+        except BodyTooLarge as error:  # a ValueError too: caught first
+            return JSONResponse(error_body(str(error)), status_code=413)
         except ValidationError as error:  # a ValueError too: caught first
             rules = broken_rules(error)
             summary = "; ".join(f"{rule['field']}: {rule['message']} ({rule['rule']})" for rule in rules)

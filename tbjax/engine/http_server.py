@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tbjax.engine.body_limit import BodyLimit
 from tbjax.engine.hosts import LOOPBACK_HOSTS, host_name
 from tbjax.engine.http_bodies import (
     Endpoint,
@@ -157,6 +158,7 @@ def build_app(engine: JaxEngine, model_dir: Path, allowed_hosts: Sequence[str] =
         Middleware(TrustedHostMiddleware, allowed_hosts=[f"[{h}]" if ":" in h else h for h in hosts],
                    www_redirect=False),
         Middleware(OriginCheck, allowed_hosts=hosts),
+        Middleware(BodyLimit, max_bytes=limits.max_body_bytes),
     ]
 
     @contextlib.asynccontextmanager

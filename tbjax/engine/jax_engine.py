@@ -23,7 +23,7 @@ from flax import nnx
 from rollout.engines.protocol import EngineError, Generation, SamplingParams, TokenScores
 from rollout.engines.sglang import KV_CACHE, MEMORY_TAGS, WEIGHTS
 from tbjax.engine.device_step import bucket, decode, score, step
-from tbjax.engine.request_checks import refuse_unrunnable
+from tbjax.engine.request_checks import MAX_STOP_TOKENS, refuse_unrunnable
 from tbjax.engine.requests import Request, Slot, SlotTable
 from tbjax.engine.sampling import RowSampling
 from tbjax.engine.weight_checks import load_servable, refuse_non_finite
@@ -329,9 +329,8 @@ class JaxEngine:
 
     @staticmethod
     def _stops(requests: list[Request | None]) -> np.ndarray:
-        """[rows, n] stop token ids padded with -1; n a power of two, so compiles stay few."""
-        width = bucket(max((len(r.sampling.stop_token_ids) for r in requests if r), default=1), 1 << 30)
-        stops = np.full((len(requests), width), -1, np.int32)
+        """[rows, MAX_STOP_TOKENS] stop token ids padded with -1: one shape, so a stop list never compiles."""
+        stops = np.full((len(requests), MAX_STOP_TOKENS), -1, np.int32)
         for i, request in enumerate(requests):
             if request:
                 stops[i, :len(request.sampling.stop_token_ids)] = request.sampling.stop_token_ids

@@ -11,19 +11,25 @@ from rollout.engines.protocol import SamplingParams
 
 INT32_MIN, INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+# stop ids a request may give: decoding compares every row's sampled token with this many (padded with -1), so
+# no stop list has a shape of its own to compile for (each new length once held every request for ~15 s)
+MAX_STOP_TOKENS = 32
 
 
 def refuse_unrunnable(input_ids: Sequence[int], sampling: SamplingParams, vocab_size: int) -> None:
     """Refuses a request the worker could not build into its int32 and float32 rows (that raised in the
     worker thread, which then failed every request in flight and served no more), or whose result the model
     would silently change: token ids outside [0, vocab_size) (the embedding lookup clamps them to another
-    token; a stop id there never matches), a seed, budget or top-k that is not an integer (within int32 where
+    token; a stop id there never matches), more than `MAX_STOP_TOKENS` stop ids, a seed, budget or top-k that is not an integer (within int32 where
     a row holds it), a sampling value that is not finite in float32 (NaN log-probs). What passes cannot stop
     the worker, which serves every other request."""
     for name, ids in (("input_ids", input_ids), ("stop_token_ids", sampling.stop_token_ids)):
         if not _token_ids(ids, vocab_size):
             raise ValueError(f"{name} must be a list of integer token ids in [0, {vocab_size}), the model's "
                              "vocabulary")
+    if len(sampling.stop_token_ids) > MAX_STOP_TOKENS:
+        raise ValueError(f"{len(sampling.stop_token_ids)} stop_token_ids: the engine takes at most "
+                         f"{MAX_STOP_TOKENS} (a model has a handful of end tokens)")
     for name, value in (("max_new_tokens", sampling.max_new_tokens), ("top_k", sampling.top_k)):
         if not (_integer(value) and INT32_MIN <= value <= INT32_MAX):
             raise ValueError(f"{name} must be an integer within int32, got {value!r}")

@@ -19,13 +19,15 @@ from tbjax.parallel.sharding import ShardingError, memory_summary
 from tbjax.parallel.xla_memory import configure_xla_memory
 from tbjax.pipeline.stages import has_stages, run_pipeline
 from tbjax.plan.report import print_plan
-from tbjax.trainer.checkpoint import ResumeError
+from tbjax.trainer.checkpoint import CheckpointWriteError, ResumeError
 from tbjax.trainer.loop import run_training
 from tbjax.trainer.packing import PackingError
 
 # mistakes of the config, the mesh, the checkpoint or the batch: a message naming the fix, not a traceback
 USAGE_ERRORS = (ConfigError, MeshError, ShardingError, UnsupportedModelError, CheckpointError, FileNotFoundError,
                 ResumeError, PackingError)
+# the machine's: a checkpoint the disk would not take (exit 1, one line: nothing is lost, the run resumes)
+MACHINE_ERRORS = (CheckpointWriteError,)
 
 
 def launch(config: TrainConfig, dry_run: bool, console: Console) -> int:

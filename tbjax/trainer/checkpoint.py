@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,37 @@ class DamagedCheckpoint(Exception):
     """A step directory whose files are not the ones saved; the message names the first that differs."""
 
 
+ORBAX_LOG = logging.getLogger("absl")  # Orbax logs through absl's logging
+
+
+class HeldErrors(logging.Filter):
+    """Orbax logs a failed save once per thread that saw it fail, each with its traceback (dozens, ~900
+    lines), while the checkpointer reports that failure itself in one line. So Orbax's ERROR records wait
+    here: dropped when the save's failure is raised, let through as they were if the save succeeded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and f"{os.sep}orbax{os.sep}" in record.pathname:
+            self.held.append(record)
+            return False
+        return True
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        for record in held:
+            ORBAX_LOG.callHandlers(record)
+
+    def drop(self) -> None:
+        self.held = []
+
+
+class CheckpointWriteError(RuntimeError):
+    """A save that failed (disk full, directory read-only): one line naming the checkpoint and the cause."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Restored:
     """The checkpoint a run resumes from: its step and directory, train state, data iterator state and record."""
@@ -75,8 +107,10 @@ class Checkpointer:
             options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True),
             item_names=("state", "data", "record"),
         )
+        self._orbax_errors = HeldErrors()
+        ORBAX_LOG.addFilter(self._orbax_errors)
         self._sealing: threading.Thread | None = None  # waits for the save in flight, then writes its checksums
-        self._sealing_error: Exception | None = None
+        self._sealing_error: CheckpointWriteError | None = None
 
     def due(self, step: int, final: bool) -> bool:
         return final or step % self.save_every == 0
@@ -86,21 +120,36 @@ class Checkpointer:
         The previous save's checksums are written first (Orbax waits for the previous save here anyway), so
         Orbax's removal of old checkpoints never races the hashing."""
         self._finish_sealing()
-        self.manager.save(step, args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state),
-            record=ocp.args.JsonSave({**record, "step": step})))
+        try:
+            self.manager.save(step, args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state),
+                record=ocp.args.JsonSave({**record, "step": step})))
+        except Exception as error:  # the write's own failure, not a bug of ours: said in one line
+            raise self._write_error(step, error) from error
         self._sealing = threading.Thread(target=self._seal, args=(step,), name=f"checksums-{step}", daemon=True)
         self._sealing.start()
 
+    @property
+    def failure(self) -> CheckpointWriteError | None:
+        """The failure of the save in flight, as soon as it is known (the loop stops the step it overlaps)."""
+        return self._sealing_error
+
     def _seal(self, step: int) -> None:
         """Waits until Orbax has committed `step` on every process, then process 0 writes its checksums; an
-        error is kept for the main thread (raised by its next save, wait or close)."""
+        error is kept for the main thread (`failure`, and raised by its next save, wait or close)."""
         try:
             self.manager.wait_until_finished()
             if is_driver():
                 write_checksums(self.directory / str(step))
         except Exception as error:  # handed to the main thread, which raises it
-            self._sealing_error = error
+            self._sealing_error = self._write_error(step, error)
+
+    def _write_error(self, step: int, error: BaseException) -> CheckpointWriteError:
+        kept = [s for s in self.manager.all_steps() if s != step]
+        resumes = f"; it resumes from step {max(kept)}" if kept else ""
+        return CheckpointWriteError(f"checkpoint of step {step} could not be written to {self.directory}: "
+                                    f"{_os_cause(error)}. Free disk space or make the directory writable, then "
+                                    f"run the same command again{resumes}")
 
     def _finish_sealing(self) -> None:
         if self._sealing is not None:
@@ -108,7 +157,9 @@ class Checkpointer:
             self._sealing = None
         if self._sealing_error is not None:
             error, self._sealing_error = self._sealing_error, None
+            self._orbax_errors.drop()
             raise error
+        self._orbax_errors.release()
 
     def restore_latest(self, target: TrainState, fingerprint: str | None, allow_change: bool) -> Restored | None:
         """The newest intact checkpoint restored onto `target`'s shardings (a TrainState of arrays or
@@ -208,11 +259,22 @@ class Checkpointer:
         self.manager.wait_until_finished()
 
     def close(self) -> None:
-        """Writes the last save's checksums and closes Orbax's manager (also when that save failed)."""
+        """Writes the last save's checksums and closes Orbax's manager (also when that save failed: then
+        Orbax's own raise of the failure, already reported, is left out)."""
+        failed = False
         try:
             self._finish_sealing()
+        except CheckpointWriteError:
+            failed = True
+            raise
         finally:
-            self.manager.close()
+            try:
+                self.manager.close()
+            except Exception:
+                if not failed:
+                    raise
+            finally:
+                ORBAX_LOG.removeFilter(self._orbax_errors)
 
 
 def _saved_masters(path: Path) -> bool:
@@ -297,6 +359,21 @@ def _unused(path: Path) -> Path:
         n += 1
         candidate = path.with_name(f"{path.name}.{n}")
     return candidate
+
+
+def _os_cause(error: BaseException) -> str:
+    """What the operating system said, from an error or its causes: an OSError's strerror, or the errno
+    TensorStore quotes (os_error_code='28'); else the error's first line."""
+    chain: list[BaseException] = [error]
+    while (inner := chain[-1].__cause__ or chain[-1].__context__) is not None and len(chain) < 16:
+        chain.append(inner)
+    for cause in chain:
+        if isinstance(cause, OSError) and cause.strerror:
+            return f"{cause.strerror} ({cause.filename})" if cause.filename else cause.strerror
+        code = re.search(r"os_error_code='(\d+)'", str(cause))
+        if code:
+            return f"{os.strerror(int(code.group(1)))} (errno {code.group(1)})"
+    return _first_line(error)
 
 
 def _first_line(error: BaseException) -> str:

@@ -11,6 +11,7 @@ single-device copy on process 0), while SGLang servers load each published HF di
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -18,9 +19,9 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grain
 import yaml
@@ -40,7 +41,7 @@ from tbjax.engine.configured import embedded_engine
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_weights, version_dir
 from tbjax.parallel.distributed import is_driver
-from tbjax.trainer.checkpoint import Checkpointer
+from tbjax.trainer.checkpoint import Checkpointer, CheckpointWriteError
 from tbjax.trainer.handover import Handover
 from tbjax.trainer.lockstep import engine_model, share_batch
 from tbjax.trainer.metrics_log import MetricsLog, console
@@ -50,6 +51,9 @@ from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
 from tbjax.trainer.train_state import TrainState
 from tbjax.trainer.update import GRPOTrainer, make_trainer
 from tbjax.trainer.validation import Validation
+
+T = TypeVar("T")
+SAVE_WATCH_S = 1.0  # how often a step looks at the save it overlaps
 
 log = logging.getLogger(__name__)
 VALIDATED = "validated"  # <run>/validated/v<step>: each new best-validated step's weights (tbjax.trainer.validation)
@@ -296,7 +300,12 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
     run.handover.start(run)
     best = await _validate(run, opener)  # the start (step 0), or a resumed step's scoring cut short
     while run.step < config.train.steps:
-        metrics = await run_step(run, scheduler)
+        try:
+            metrics = await _unless_a_save_fails(run.checkpointer, run_step(run, scheduler))
+        except CheckpointWriteError:
+            if run.engine is not None:  # its worker would deliver the cancelled step's tokens to a closed loop
+                await run.engine.close()
+            raise
         validated = await _validate(run, opener)
         best = validated or best
         if run.metrics is not None:
@@ -318,6 +327,22 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
         (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export), **chosen},
                                                                indent=2))
     return export
+
+
+async def _unless_a_save_fails(checkpointer: Checkpointer, work: Awaitable[T]) -> T:
+    """`work` (a step, whose rollouts overlap the previous step's save), stopped as soon as that save fails:
+    the run ends with the save's one-line error instead of finding it a step later."""
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        await asyncio.wait({task}, timeout=SAVE_WATCH_S)
+        if not task.done() and (failure := checkpointer.failure) is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            with contextlib.suppress(CheckpointWriteError):  # Orbax's threads end before the run does
+                checkpointer.close()
+            raise failure
+    return task.result()
 
 
 async def _validate(run: Run, opener: SessionOpener) -> dict[str, Any]:

@@ -1,3 +1,45 @@
-"""Fixtures for fault tests: the local OpenAI-compatible server of the envs tests (`fake_openai`)."""
+"""Fixtures for fault tests: the local OpenAI-compatible server of the envs tests (`fake_openai`), and one
+real `python -m tbjax.serve` on a tiny Qwen3 shared by the tests that attack a server (`tiny_server`)."""
 
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import portpicker
+import pytest
+
+from rollout.launch_sglang import LaunchConfig, Supervisor
 from tests.envs.conftest import fake_openai  # noqa: F401 (the fixture)
+
+GREEDY = {"input_ids": list(range(5, 17)), "sampling_params": {"max_new_tokens": 8, "temperature": 0.0},
+          "return_logprob": True}
+SERVED_MAX_LEN = 128
+
+
+def greedy_answer(url: str) -> Any:
+    """The server's tokens and log-probs for GREEDY (what an attack must leave unchanged)."""
+    response = httpx.post(f"{url}/generate", json=GREEDY, timeout=120)
+    assert response.status_code == 200, response.text
+    return response.json()["output_ids"], response.json()["meta_info"]["output_token_logprobs"]
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_dir(tiny_dir) -> Path:
+    return tiny_dir("qwen3")
+
+
+@pytest.fixture(scope="session")
+def tiny_server(tiny_qwen3_dir) -> Iterator[tuple[str, Any]]:
+    """(URL, GREEDY's answer before any attack) of a tbjax.serve started by the SGLang launcher on 127.0.0.1."""
+    config = LaunchConfig(model_path=str(tiny_qwen3_dir), tp=1, servers=1, port=portpicker.pick_unused_port(),
+                          server_command=(sys.executable, "-m", "tbjax.serve"), startup_timeout_s=120, poll_s=0.25,
+                          extra_args=("--slots", "2", "--max-len", str(SERVED_MAX_LEN)))
+    supervisor = Supervisor(config)
+    supervisor.start()
+    url = supervisor.urls[0]
+    yield url, greedy_answer(url)
+    supervisor.stop()

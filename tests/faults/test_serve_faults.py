@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, given, settings
 
 from rollout.engines.protocol import SamplingParams
 from rollout.launch_sglang import LaunchConfig, Supervisor
+from tbjax.engine.http_bodies import Limits
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import from_pretrained
 from tests.faults.generate_bodies import Body, generate_bodies
@@ -175,8 +176,10 @@ def test_cross_site_requests_and_foreign_hosts_are_refused(server, client, model
 def test_fuzzed_bodies_never_stop_or_change_the_server(server, client, vocab_size):
     """FUZZ_BODIES bodies of tests.faults.generate_bodies, the same every run (hypothesis, derandomized): none is
     answered 5xx; a valid one 200 with tokens of the vocabulary; a refused one 400 naming the field and rule of
-    every rule it broke. Afterwards the server answers GREEDY as before them."""
+    every rule it broke; one past the body limit 413, unread. Afterwards the server answers GREEDY as before
+    them."""
     statuses: Counter[int] = Counter()
+    limit = Limits(vocab_size, MAX_LEN - 2).max_body_bytes
 
     @settings(max_examples=FUZZ_BODIES, derandomize=True, database=None, deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
@@ -184,6 +187,9 @@ def test_fuzzed_bodies_never_stop_or_change_the_server(server, client, vocab_siz
     def answered(body: Body) -> None:
         response = client.post("/generate", content=body.content, headers={"content-type": "application/json"})
         statuses[response.status_code] += 1
+        if len(body.content) > limit:
+            assert response.status_code == 413 and "byte limit" in response.json()["error"]
+            return
         assert response.status_code in ({200, 400} if body.valid is None else {200 if body.valid else 400}), \
             response.text[:2000]
         if response.status_code == 200:
@@ -193,7 +199,8 @@ def test_fuzzed_bodies_never_stop_or_change_the_server(server, client, vocab_siz
             assert errors and all(e["field"] and e["rule"] for e in errors), response.text[:2000]
 
     answered()
-    print(f"\n{statuses.total()} fuzzed /generate bodies: {statuses[200]} answered 200, {statuses[400]} refused 400")
+    print(f"\n{statuses.total()} fuzzed /generate bodies: {statuses[200]} answered 200, {statuses[400]} refused 400, "
+          f"{statuses[413]} past the body limit")
     assert statuses.total() == FUZZ_BODIES
     assert client.get("/health").status_code == 200
     assert client.post("/flush_cache").status_code == 200  # as at the reference: nothing cached

@@ -8,8 +8,8 @@ masked cache positions kept NaN keys and values, and 0 x NaN reached the output.
 400 naming the problem, with the server serving on unchanged; a swap zeroes the cache, and masked positions
 are zeroed before they are read.
 
-One real server (the SGLang launcher starting `python -m tbjax.serve`) on 127.0.0.1 serves a tiny random
-Qwen3 written by transformers; one in-process JaxEngine checks the cache.
+One real server (`tiny_server`: the SGLang launcher starting `python -m tbjax.serve`) on 127.0.0.1 serves a
+tiny random Qwen3 written by transformers; one in-process JaxEngine checks the cache.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,43 +25,16 @@ import httpx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import portpicker
 import pytest
 from safetensors.numpy import load_file, save_file
 
 from rollout.engines.protocol import SamplingParams
-from rollout.launch_sglang import LaunchConfig, Supervisor
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.engine.weight_checks import WeightsError
 from tbjax.models import from_pretrained
+from tests.faults.conftest import GREEDY, greedy_answer
 
-GREEDY = {"input_ids": list(range(5, 17)), "sampling_params": {"max_new_tokens": 8, "temperature": 0.0},
-          "return_logprob": True}
 WEIGHTS = "model.safetensors"
-
-
-@pytest.fixture(scope="module")
-def model_dir(tiny_dir) -> Path:
-    return tiny_dir("qwen3")
-
-
-@pytest.fixture(scope="module")
-def server(model_dir) -> Iterator[tuple[str, Any]]:
-    """(URL, the answer to GREEDY under the weights it started with)."""
-    config = LaunchConfig(model_path=str(model_dir), tp=1, servers=1, port=portpicker.pick_unused_port(),
-                          server_command=(sys.executable, "-m", "tbjax.serve"), startup_timeout_s=120, poll_s=0.25,
-                          extra_args=("--slots", "2", "--max-len", "64"))
-    supervisor = Supervisor(config)
-    supervisor.start()
-    url = supervisor.urls[0]
-    yield url, answer(url)
-    supervisor.stop()
-
-
-def answer(url: str) -> Any:
-    response = httpx.post(f"{url}/generate", json=GREEDY, timeout=120)
-    assert response.status_code == 200, response.text
-    return response.json()["output_ids"], response.json()["meta_info"]["output_token_logprobs"]
 
 
 def damaged(model_dir: Path, out: Path, damage: Callable[[Path], None]) -> Path:
@@ -123,51 +95,52 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("damage", REFUSED)
-def test_bad_weights_are_a_400_and_the_server_serves_on(server, model_dir, tmp_path, damage) -> None:
-    url, reference = server
+def test_bad_weights_are_a_400_and_the_server_serves_on(tiny_server, tiny_qwen3_dir, tmp_path, damage) -> None:
+    url, reference = tiny_server
     write, problem = REFUSED[damage]
-    directory = damaged(model_dir, tmp_path / damage, write)
+    directory = damaged(tiny_qwen3_dir, tmp_path / damage, write)
     response = httpx.post(f"{url}/update_weights_from_disk", timeout=120,
                           json={"model_path": str(directory), "weight_version": damage})
     assert response.status_code == 400, response.text
     assert problem in response.json()["message"] and "Traceback" not in response.text
-    assert answer(url) == reference
+    assert greedy_answer(url) == reference
     assert httpx.get(f"{url}/get_model_info").json()["weight_version"] != damage
 
 
 @pytest.mark.parametrize("key, value", [("transformers_version", "9.99.0"), ("torch_dtype", "bfloat16"),
                                         ("architectures", ["SomethingElseForCausalLM"])])
-def test_config_keys_that_describe_the_file_do_not_change_the_architecture(server, model_dir, tmp_path, key,
-                                                                            value) -> None:
-    url, reference = server
-    directory = damaged(model_dir, tmp_path / key, rewrite_config(lambda config: {**config, key: value}))
+def test_config_keys_that_describe_the_file_do_not_change_the_architecture(tiny_server, tiny_qwen3_dir, tmp_path,
+                                                                            key, value) -> None:
+    url, reference = tiny_server
+    directory = damaged(tiny_qwen3_dir, tmp_path / key, rewrite_config(lambda config: {**config, key: value}))
     response = httpx.post(f"{url}/update_weights_from_disk", timeout=120,
                           json={"model_path": str(directory), "weight_version": key})
     assert response.status_code == 200, response.text
-    assert answer(url) == reference  # the same weights, served as version `key`
+    assert greedy_answer(url) == reference  # the same weights, served as version `key`
 
 
 @pytest.fixture(scope="module")
-def engine(model_dir) -> Iterator[JaxEngine]:
+def engine(tiny_qwen3_dir) -> Iterator[JaxEngine]:
     """Deterministic: decode attends over the whole cache row, masked positions included."""
-    engine = JaxEngine(from_pretrained(model_dir), slots=2, max_len=64, deterministic=True, decode_steps=4)
+    engine = JaxEngine(from_pretrained(tiny_qwen3_dir), slots=2, max_len=64, deterministic=True, decode_steps=4)
     yield engine
     asyncio.run(engine.close())
 
 
 SAMPLING = SamplingParams(max_new_tokens=8, temperature=0.0)
+PROMPT = GREEDY["input_ids"]
 
 
 def test_nan_left_in_the_cache_never_reaches_an_output(engine) -> None:
-    before = asyncio.run(engine.generate(GREEDY["input_ids"], SAMPLING))
+    before = asyncio.run(engine.generate(PROMPT, SAMPLING))
     cache = engine.cache
     engine.cache = type(cache)(jnp.full_like(cache.k, jnp.nan), jnp.full_like(cache.v, jnp.nan), cache.linear)
-    after = asyncio.run(engine.generate(GREEDY["input_ids"], SAMPLING))
+    after = asyncio.run(engine.generate(PROMPT, SAMPLING))
     assert after.output_ids == before.output_ids and np.all(np.isfinite(after.logprobs))
 
 
-def test_a_weight_swap_zeroes_the_cache_and_refuses_non_finite_parameters(engine, model_dir) -> None:
-    asyncio.run(engine.generate(GREEDY["input_ids"], SAMPLING))
+def test_a_weight_swap_zeroes_the_cache_and_refuses_non_finite_parameters(engine) -> None:
+    asyncio.run(engine.generate(PROMPT, SAMPLING))
     assert np.any(np.asarray(engine.cache.k))
     state = engine.state
     asyncio.run(engine.set_state(state, "again"))
