@@ -31,7 +31,7 @@ from pydantic import (
     ValidationInfo,
 )
 from pydantic_core import PydanticCustomError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from rollout.engines.protocol import EngineError, SamplingParams
@@ -187,7 +187,8 @@ def answering_failures(endpoint: Endpoint, error_body: ErrorBody) -> Endpoint:
     with a 500 and raises it again, and uvicorn then closes the kept-alive connection, so the client's next
     request on it failed too. 400: the body broke a rule (ValidationError, with `errors`) or the engine refused
     the request (ValueError); 413: the body grew past the limit as it arrived (BodyTooLarge, from
-    `tbjax.engine.body_limit`); 503: the engine's worker is gone (EngineError); 500: anything else, logged."""
+    `tbjax.engine.body_limit`) and 400 for a client that left mid-body (ClientDisconnect, one INFO line); 503:
+    the engine's worker is gone or its output is broken (EngineError); 500: anything else, logged."""
     @functools.wraps(endpoint)
     async def answered(request: Request) -> Response:
         try:
@@ -202,6 +203,9 @@ def answering_failures(endpoint: Endpoint, error_body: ErrorBody) -> Endpoint:
             return JSONResponse(error_body(str(error)), status_code=400)
         except EngineError as error:
             return JSONResponse(error_body(str(error)), status_code=503)
+        except ClientDisconnect:  # the client left mid-body: nobody reads the answer, and it is not our failure
+            log.info("%s %s: the client disconnected before its body arrived", request.method, request.url.path)
+            return JSONResponse(error_body("client disconnected"), status_code=400)
         except Exception as error:
             log.exception("%s %s failed", request.method, request.url.path)
             return JSONResponse(error_body(f"internal error: {error!r}"), status_code=500)

@@ -89,7 +89,11 @@ class JaxEngine:
             self._raise_if_failed()
             self._pending.append(request)
             self._cond.notify_all()
-        return await request.future
+        generation = await request.future
+        if not np.all(np.isfinite(generation.logprobs)):
+            raise EngineError(f"weight version {generation.weight_version} gave non-finite log-probs (finite weights "
+                              "that overflow): the served weights are broken; load good ones")
+        return generation
 
     async def end_session(self, session_id: str) -> None:
         with self._cond:

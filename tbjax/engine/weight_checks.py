@@ -12,6 +12,7 @@ Config keys that describe the file rather than the model (`transformers_version`
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import jax
@@ -27,11 +28,18 @@ class WeightsError(ValueError):
     """Weights the engine will not serve."""
 
 
+# config.json's sizes, compared with the served model's before the config is parsed: building the layout of a
+# billion layers would take the server's memory before any check could refuse it
+SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+         "head_dim", "vocab_size", "num_experts", "moe_intermediate_size")
+
+
 def load_servable(hf_dir: str | Path, mesh: Mesh, served: ModelConfig) -> Qwen:
     """The model in `hf_dir`, read with the served runtime (dtypes, attention) and checked."""
     try:
+        refuse_other_sizes(Path(hf_dir), served)
         model = from_pretrained(hf_dir, mesh=mesh, runtime=served.runtime)
-    except MemoryError:
+    except (WeightsError, MemoryError):
         raise
     except Exception as error:  # the checkpoint is outside input: any reader's failure means it is unreadable
         raise WeightsError(f"{hf_dir} cannot be read as an HF checkpoint ({type(error).__name__}: {error}); "
@@ -43,6 +51,25 @@ def load_servable(hf_dir: str | Path, mesh: Mesh, served: ModelConfig) -> Qwen:
                            "differ); weights can be refreshed, architectures cannot")
     refuse_non_finite(nnx.state(model), str(hf_dir))
     return model
+
+
+def refuse_other_sizes(hf_dir: Path, served: ModelConfig) -> None:
+    """Raises WeightsError when config.json (or its text_config) gives a size other than the served model's."""
+    if not served.hf_config:  # a model built in code: the parsed comparison after loading decides
+        return
+    raw = json.loads((hf_dir / "config.json").read_text())
+    if not isinstance(raw, dict):
+        raise WeightsError(f"{hf_dir} cannot be read as an HF checkpoint: its config.json holds "
+                           f"{type(raw).__name__}, not an object")
+    for ours, theirs in ((served.hf_config, raw), (served.hf_config.get("text_config") or {},
+                                                   raw.get("text_config") or {})):
+        if not isinstance(theirs, dict):
+            raise WeightsError(f"{hf_dir} cannot be read as an HF checkpoint: its config.json's text_config is "
+                               "not an object")
+        differing = [key for key in SIZES if theirs.get(key) != ours.get(key)]
+        if differing:
+            raise WeightsError(f"{hf_dir} holds a different architecture than the served model ("
+                               f"{', '.join(differing)} differ); weights can be refreshed, architectures cannot")
 
 
 @jax.jit

@@ -24,8 +24,8 @@ class MetricsLog:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / "metrics.jsonl"
         if self.path.is_file():  # the steps a resumed run does again are no longer what it logged for them
-            kept = [line for line in self.path.read_text().splitlines(keepends=True)
-                    if line.strip() and json.loads(line).get("step", 0) <= resumed_step]
+            kept = [line for line in self.path.read_text(errors="replace").splitlines(keepends=True)
+                    if _logged_step(line) <= resumed_step]
             atomic_write(self.path, "".join(kept))
         # A resumed run logs from resumed_step + 1 on: TensorBoard drops what a killed run logged from there.
         # Event files are named by the second they were opened in; the suffix keeps a quick restart from
@@ -74,3 +74,14 @@ def scalars(metrics: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str,
             yield from scalars(value, f"{tag}/")
         elif isinstance(value, bool | int | float) and tag != "step":
             yield tag, float(value)
+
+
+def _logged_step(line: str) -> float:
+    """The step a metrics line logged; infinity for a line that is none (a partial last line a kill or a full
+    disk left, NUL bytes, not an object, no integer step), which a resumed run drops with what it redoes."""
+    try:
+        step = json.loads(line).get("step")
+    except (ValueError, AttributeError):
+        return float("inf")
+    return step if isinstance(step, int) and not isinstance(step, bool) else float("inf")
+

@@ -88,7 +88,9 @@ REFUSED = {
     "null_config": (rewrite_config(lambda config: None), "cannot be read as an HF checkpoint"),
     "broken_index": (broken_index, "cannot be read as an HF checkpoint"),
     "weights_of_another_depth": (rewrite_config(lambda c: {**c, "num_hidden_layers": c["num_hidden_layers"] + 1}),
-                                 "cannot be read as an HF checkpoint"),
+                                 "different architecture than the served model (num_hidden_layers differ)"),
+    "a_billion_layers": (rewrite_config(lambda c: {**c, "num_hidden_layers": 10**9}),  # hung the server, 12 GB
+                         "different architecture than the served model (num_hidden_layers differ)"),
     "another_architecture": (rewrite_config(lambda c: {**c, "rms_norm_eps": c["rms_norm_eps"] * 10}),
                              "different architecture than the served model (rms_norm_eps differ)"),
 }
@@ -117,6 +119,26 @@ def test_config_keys_that_describe_the_file_do_not_change_the_architecture(tiny_
                           json={"model_path": str(directory), "weight_version": key})
     assert response.status_code == 200, response.text
     assert greedy_answer(url) == reference  # the same weights, served as version `key`
+
+
+def test_finite_weights_that_overflow_are_the_server_s_failure_not_the_client_s(tiny_server, tiny_qwen3_dir,
+                                                                                  tmp_path) -> None:
+    """Every final-norm weight at 3e38: finite, so loaded; its log-probs are not. /generate answered 400 "Out of
+    range float values are not JSON compliant", which the SGLang client takes for its own bug."""
+    url, reference = tiny_server
+
+    def huge_norm(directory: Path) -> None:
+        tensors = load_file(directory / WEIGHTS)
+        tensors["model.norm.weight"] = np.full_like(tensors["model.norm.weight"], 3e38)
+        save_file(tensors, directory / WEIGHTS)
+
+    def load(directory: Path) -> httpx.Response:
+        return httpx.post(f"{url}/update_weights_from_disk", json={"model_path": str(directory)}, timeout=120)
+
+    assert load(damaged(tiny_qwen3_dir, tmp_path / "huge", huge_norm)).status_code == 200
+    response = httpx.post(f"{url}/generate", json=GREEDY, timeout=120)
+    assert response.status_code == 503 and "non-finite log-probs" in response.json()["error"]
+    assert load(tiny_qwen3_dir).status_code == 200 and greedy_answer(url) == reference
 
 
 @pytest.fixture(scope="module")

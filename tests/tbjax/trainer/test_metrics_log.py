@@ -6,6 +6,7 @@ import json
 import struct
 from pathlib import Path
 
+import pytest
 from tensorboardX.crc32c import crc32c
 from tensorboardX.proto.event_pb2 import Event, SessionLog
 
@@ -82,3 +83,20 @@ def test_a_resumed_log_purges_what_a_killed_run_logged_past_the_checkpoint(tmp_p
     assert [(line["step"], line["loss"]) for line in lines] == [(1, 0.25), (2, 0.25), (3, -1.0)]
     assert {e.step: e.summary.value[0].simple_value for e in read_events(second) if
             e.summary.value and e.summary.value[0].tag == "loss"} == {3: -1.0}
+
+
+@pytest.mark.parametrize("debris", ['{"step": 3, "lo', "\x00" * 40, "5", '{"step": null}', '{"step": "2"}'])
+def test_a_resume_drops_a_line_a_killed_write_left_and_keeps_the_rest(tmp_path, debris):
+    """A partial last line (a kill or a full disk mid-append), a NUL-filled tail, a line that is not a step's:
+    the resume dropped them with a raw JSONDecodeError, AttributeError or TypeError before."""
+    killed = MetricsLog(tmp_path)
+    for step in (1, 2):
+        killed.write(step_metrics(step))
+    killed.close()
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write(debris)
+    resumed = MetricsLog(tmp_path, resumed_step=2)
+    resumed.write(step_metrics(3))
+    resumed.close()
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]
