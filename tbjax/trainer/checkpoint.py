@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,31 @@ class HeldErrors(logging.Filter):
         self.held = []
 
 
+def quiet_orphaned_writes() -> None:
+    """When a save fails, Orbax's event loop for it ends while TensorStore's other writes of that save are still
+    running; as each ends, its native thread prints "Event loop is closed" through the interpreter's error hooks
+    (about 45 tracebacks beside the run's one line), while the save is still failing, before the failure reaches
+    the checkpointer. So from the first Checkpointer on, those reports, and only those, are dropped: no code of
+    ours leaves a callback to a closed loop (the engine's worker checks before it delivers)."""
+    if getattr(sys.excepthook, "quiets_orphaned_writes", False):
+        return
+    excepthook, unraisablehook = sys.excepthook, sys.unraisablehook
+
+    def orphaned(error: BaseException | None) -> bool:
+        return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+
+    def quiet_excepthook(kind: type[BaseException], error: BaseException, trace: Any) -> None:
+        if not orphaned(error):
+            excepthook(kind, error, trace)
+
+    def quiet_unraisablehook(unraisable: Any) -> None:
+        if not orphaned(unraisable.exc_value):
+            unraisablehook(unraisable)
+
+    quiet_excepthook.quiets_orphaned_writes = True  # type: ignore[attr-defined]
+    sys.excepthook, sys.unraisablehook = quiet_excepthook, quiet_unraisablehook
+
+
 class CheckpointWriteError(RuntimeError):
     """A save that failed (disk full, directory read-only): one line naming the checkpoint and the cause."""
 
@@ -108,6 +134,7 @@ class Checkpointer:
             item_names=("state", "data", "record"),
         )
         self._orbax_errors = HeldErrors()
+        quiet_orphaned_writes()
         ORBAX_LOG.addFilter(self._orbax_errors)
         self._sealing: threading.Thread | None = None  # waits for the save in flight, then writes its checksums
         self._sealing_error: CheckpointWriteError | None = None
