@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import resource
 import time
 from collections.abc import Iterator
@@ -43,6 +44,9 @@ def file_size_limit(limit: int) -> Iterator[None]:
 def test_a_save_the_disk_refuses_stops_the_run_at_once_in_one_line(tiny_dir, tmp_path, capfd) -> None:
     model_dir = tiny_dir("qwen3")
     config = config_for(tmp_path, 3)
+    config = config.model_copy(update={"groups": dataclasses.replace(config.groups, groups=1),  # half the rollouts
+                                       "train": config.train.model_copy(update={"mismatch_stats": False,
+                                                                                "refit_probe": False})})
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
 
     async def slow_after_the_first_step(task):
