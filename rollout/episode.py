@@ -29,8 +29,15 @@ from typing import Any
 from envs import EnvironmentSession, Task, Verdict, open_session
 from rollout.engines.protocol import RETRIES, Engine, Retries, SamplingParams
 from rollout.failures import INFRASTRUCTURE_ERRORS, closes_on_error, system_error_kind
-from rollout.interpret import (Interpreter, MalformedKind, TokenSequence, ToolCall, ToolCatalog, malformed_message,
-                              tool_message)
+from rollout.interpret import (
+    Interpreter,
+    MalformedKind,
+    TokenSequence,
+    ToolCall,
+    ToolCatalog,
+    malformed_message,
+    tool_message,
+)
 from rollout.trajectory import Termination, Trajectory
 
 log = logging.getLogger(__name__)

@@ -21,9 +21,9 @@ import numpy as np
 from flax import nnx
 
 from rollout.engines.protocol import EngineError, Generation, SamplingParams, TokenScores
-from rollout.engines.sglang import KV_CACHE, MEMORY_TAGS, WEIGHTS
+from rollout.engines.sglang import KV_CACHE, WEIGHTS
 from tbjax.engine.device_step import bucket, decode, score, step
-from tbjax.engine.request_checks import MAX_STOP_TOKENS, refuse_unrunnable
+from tbjax.engine.request_checks import MAX_STOP_TOKENS, memory_tags, refuse_unrunnable
 from tbjax.engine.requests import Request, Slot, SlotTable
 from tbjax.engine.sampling import RowSampling
 from tbjax.engine.weight_checks import load_servable, refuse_non_finite
@@ -159,7 +159,7 @@ class JaxEngine:
         "kv_cache" frees the cache. Requests wait until everything is resumed. The parameters' device buffers
         are dropped, not deleted: the model this engine was built from (the trainer's, in process) may share
         them, and they are freed once nobody does, as in a served engine."""
-        tags = _memory_tags(tags)
+        tags = memory_tags(tags)
 
         def release() -> None:
             if WEIGHTS in tags:
@@ -172,7 +172,7 @@ class JaxEngine:
 
     async def resume_memory(self, tags: Collection[str] | None = None) -> None:
         """Takes back what `release_memory` gave up, by tag (None: all), with the parameters' shardings."""
-        tags = _memory_tags(tags)
+        tags = memory_tags(tags)
 
         def resume() -> None:
             if WEIGHTS in tags:
@@ -394,14 +394,3 @@ class JaxEngine:
                 request.fail(EngineError(f"the JAX engine's worker failed: {error!r}"))
             self._pending.clear()
             self._cond.notify_all()
-
-
-def _memory_tags(tags: Collection[str] | None) -> set[str]:
-    """SGLang's tags (None: all of them); an unknown tag is the caller's mistake, not something to ignore."""
-    known = set(MEMORY_TAGS)
-    if tags is None:
-        return known
-    unknown = set(tags) - known
-    if unknown:
-        raise ValueError(f"unknown memory tags {sorted(unknown)}; known: {sorted(known)}")
-    return set(tags)

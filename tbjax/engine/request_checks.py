@@ -1,13 +1,15 @@
-"""What the embedded engine's worker cannot run, refused on the caller's side before it is queued."""
+"""What the embedded engine's worker cannot run, refused on the caller's side before it is queued, and the
+memory tags a caller may name."""
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
 from rollout.engines.protocol import SamplingParams
+from rollout.engines.sglang import MEMORY_TAGS
 
 INT32_MIN, INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -20,9 +22,9 @@ def refuse_unrunnable(input_ids: Sequence[int], sampling: SamplingParams, vocab_
     """Refuses a request the worker could not build into its int32 and float32 rows (that raised in the
     worker thread, which then failed every request in flight and served no more), or whose result the model
     would silently change: token ids outside [0, vocab_size) (the embedding lookup clamps them to another
-    token; a stop id there never matches), more than `MAX_STOP_TOKENS` stop ids, a seed, budget or top-k that is not an integer (within int32 where
-    a row holds it), a sampling value that is not finite in float32 (NaN log-probs). What passes cannot stop
-    the worker, which serves every other request."""
+    token; a stop id there never matches), more than `MAX_STOP_TOKENS` stop ids, a seed, budget or top-k
+    that is not an integer (within int32 where a row holds it), a sampling value that is not finite in
+    float32 (NaN log-probs). What passes cannot stop the worker, which serves every other request."""
     for name, ids in (("input_ids", input_ids), ("stop_token_ids", sampling.stop_token_ids)):
         if not _token_ids(ids, vocab_size):
             raise ValueError(f"{name} must be a list of integer token ids in [0, {vocab_size}), the model's "
@@ -54,3 +56,14 @@ def _token_ids(ids: object, vocab_size: int) -> bool:
         return False
     return array.ndim == 1 and (array.size == 0 or array.dtype.kind in "iu" and 0 <= array.min()
                                 and array.max() < vocab_size)
+
+
+def memory_tags(tags: Collection[str] | None) -> set[str]:
+    """SGLang's tags (None: all of them); an unknown tag is the caller's mistake, not something to ignore."""
+    known = set(MEMORY_TAGS)
+    if tags is None:
+        return known
+    unknown = set(tags) - known
+    if unknown:
+        raise ValueError(f"unknown memory tags {sorted(unknown)}; known: {sorted(known)}")
+    return set(tags)

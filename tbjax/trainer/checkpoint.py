@@ -26,8 +26,6 @@ import hashlib
 import json
 import logging
 import os
-import re
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,14 @@ import orbax.checkpoint as ocp
 
 from rollout.records import atomic_write
 from tbjax.parallel.distributed import barrier, is_driver
+from tbjax.trainer.save_failures import (
+    ORBAX_LOG,
+    CheckpointWriteError,
+    HeldErrors,
+    first_line,
+    os_cause,
+    quiet_orphaned_writes,
+)
 from tbjax.trainer.train_state import TrainState, upcast_masters
 
 log = logging.getLogger(__name__)
@@ -55,62 +61,6 @@ class BrokenCheckpointError(ResumeError):
 
 class DamagedCheckpoint(Exception):
     """A step directory whose files are not the ones saved; the message names the first that differs."""
-
-
-ORBAX_LOG = logging.getLogger("absl")  # Orbax logs through absl's logging
-
-
-class HeldErrors(logging.Filter):
-    """Orbax logs a failed save once per thread that saw it fail, each with its traceback (dozens, ~900
-    lines), while the checkpointer reports that failure itself in one line. So Orbax's ERROR records wait
-    here: dropped when the save's failure is raised, let through as they were if the save succeeded."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.held: list[logging.LogRecord] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR and f"{os.sep}orbax{os.sep}" in record.pathname:
-            self.held.append(record)
-            return False
-        return True
-
-    def release(self) -> None:
-        held, self.held = self.held, []
-        for record in held:
-            ORBAX_LOG.callHandlers(record)
-
-    def drop(self) -> None:
-        self.held = []
-
-
-def quiet_orphaned_writes() -> None:
-    """When a save fails, Orbax's event loop for it ends while TensorStore's other writes of that save are still
-    running; as each ends, its native thread prints "Event loop is closed" through the interpreter's error hooks
-    (about 45 tracebacks beside the run's one line), while the save is still failing, before the failure reaches
-    the checkpointer. So from the first Checkpointer on, those reports, and only those, are dropped: no code of
-    ours leaves a callback to a closed loop (the engine's worker checks before it delivers)."""
-    if getattr(sys.excepthook, "quiets_orphaned_writes", False):
-        return
-    excepthook, unraisablehook = sys.excepthook, sys.unraisablehook
-
-    def orphaned(error: BaseException | None) -> bool:
-        return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
-
-    def quiet_excepthook(kind: type[BaseException], error: BaseException, trace: Any) -> None:
-        if not orphaned(error):
-            excepthook(kind, error, trace)
-
-    def quiet_unraisablehook(unraisable: Any) -> None:
-        if not orphaned(unraisable.exc_value):
-            unraisablehook(unraisable)
-
-    quiet_excepthook.quiets_orphaned_writes = True  # type: ignore[attr-defined]
-    sys.excepthook, sys.unraisablehook = quiet_excepthook, quiet_unraisablehook
-
-
-class CheckpointWriteError(RuntimeError):
-    """A save that failed (disk full, directory read-only): one line naming the checkpoint and the cause."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +125,7 @@ class Checkpointer:
         kept = [s for s in self.manager.all_steps() if s != step]
         resumes = f"; it resumes from step {max(kept)}" if kept else ""
         return CheckpointWriteError(f"checkpoint of step {step} could not be written to {self.directory}: "
-                                    f"{_os_cause(error)}. Free disk space or make the directory writable, then "
+                                    f"{os_cause(error)}. Free disk space or make the directory writable, then "
                                     f"run the same command again{resumes}")
 
     def _finish_sealing(self) -> None:
@@ -255,7 +205,7 @@ class Checkpointer:
         except Exception as error:
             if verified:
                 raise
-            raise DamagedCheckpoint(f"no {CHECKSUMS}, and Orbax cannot read it: {_first_line(error)}") from error
+            raise DamagedCheckpoint(f"no {CHECKSUMS}, and Orbax cannot read it: {first_line(error)}") from error
         state = restored.state
         if upcast:
             log.warning("checkpoint %s was saved before train states kept float32 master weights: they start as "
@@ -359,7 +309,7 @@ def verify(step_dir: Path) -> bool:
         expected = json.loads(manifest.read_text())
         actual = _digests(step_dir)
     except (OSError, ValueError) as error:
-        raise DamagedCheckpoint(f"unreadable: {_first_line(error)}") from error
+        raise DamagedCheckpoint(f"unreadable: {first_line(error)}") from error
     if not isinstance(expected, dict):
         raise DamagedCheckpoint(f"{CHECKSUMS} is not a mapping of files")
     if actual != expected:
@@ -386,24 +336,3 @@ def _unused(path: Path) -> Path:
         n += 1
         candidate = path.with_name(f"{path.name}.{n}")
     return candidate
-
-
-def _os_cause(error: BaseException) -> str:
-    """What the operating system said, from an error or its causes: an OSError's strerror, or the errno
-    TensorStore quotes (os_error_code='28'); else the error's first line."""
-    chain: list[BaseException] = [error]
-    while (inner := chain[-1].__cause__ or chain[-1].__context__) is not None and len(chain) < 16:
-        chain.append(inner)
-    for cause in chain:
-        if isinstance(cause, OSError) and cause.strerror:
-            return f"{cause.strerror} ({cause.filename})" if cause.filename else cause.strerror
-        code = re.search(r"os_error_code='(\d+)'", str(cause))
-        if code:
-            return f"{os.strerror(int(code.group(1)))} (errno {code.group(1)})"
-    return _first_line(error)
-
-
-def _first_line(error: BaseException) -> str:
-    """An exception as one short line (TensorStore's messages run to many)."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__

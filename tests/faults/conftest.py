@@ -1,8 +1,10 @@
-"""Fixtures for fault tests: the local OpenAI-compatible server of the envs tests (`fake_openai`), and one
-real `python -m tbjax.serve` on a tiny Qwen3 shared by the tests that attack a server (`tiny_server`)."""
+"""Fixtures for fault tests: the local OpenAI-compatible server of the envs tests (`fake_openai`), one real
+`python -m tbjax.serve` on a tiny Qwen3 shared by the tests that attack a server (`tiny_server`), and an
+in-process deterministic engine on it (`engine`)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,8 @@ import portpicker
 import pytest
 
 from rollout.launch_sglang import LaunchConfig, Supervisor
+from tbjax.engine.jax_engine import JaxEngine
+from tbjax.models import from_pretrained
 from tests.envs.conftest import fake_openai  # noqa: F401 (the fixture)
 
 GREEDY = {"input_ids": list(range(5, 17)), "sampling_params": {"max_new_tokens": 8, "temperature": 0.0},
@@ -43,3 +47,12 @@ def tiny_server(tiny_qwen3_dir) -> Iterator[tuple[str, Any]]:
     url = supervisor.urls[0]
     yield url, greedy_answer(url)
     supervisor.stop()
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_qwen3_dir) -> Iterator[JaxEngine]:
+    """Deterministic: a request's tokens do not depend on what else runs, so 'unaffected' means equal, and
+    decode attends over the whole cache row, masked positions included."""
+    engine = JaxEngine(from_pretrained(tiny_qwen3_dir), slots=2, max_len=64, deterministic=True, decode_steps=4)
+    yield engine
+    asyncio.run(engine.close())

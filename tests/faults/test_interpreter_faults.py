@@ -6,7 +6,6 @@ call through."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 import pytest
 from hypothesis import HealthCheck, given, settings

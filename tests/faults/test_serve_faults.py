@@ -37,8 +37,6 @@ from hypothesis import HealthCheck, given, settings
 from rollout.engines.protocol import SamplingParams
 from rollout.launch_sglang import LaunchConfig, Supervisor
 from tbjax.engine.http_bodies import Limits
-from tbjax.engine.jax_engine import JaxEngine
-from tbjax.models import from_pretrained
 from tests.faults.generate_bodies import Body, generate_bodies
 
 PROMPT = list(range(5, 17))
@@ -208,14 +206,6 @@ def test_fuzzed_bodies_never_stop_or_change_the_server(server, client, vocab_siz
 
 
 # ----------------------------------------------------------------------------- the engine's own boundary
-@pytest.fixture(scope="module")
-def engine(model_dir) -> Iterator[JaxEngine]:
-    """Deterministic: a request's tokens do not depend on what else runs, so 'unaffected' means equal."""
-    engine = JaxEngine(from_pretrained(model_dir), slots=2, max_len=64, deterministic=True, decode_steps=4)
-    yield engine
-    asyncio.run(engine.close())
-
-
 SAMPLING = SamplingParams(max_new_tokens=12, temperature=0.0)
 UNRUNNABLE = [  # (prompt, sampling) the old worker died of, or answered with a clamped id or NaN log-probs
     ([5, 2**31], SAMPLING), ([5, 10**6], SAMPLING), ([-1, 5], SAMPLING), ([5, 6.0], SAMPLING),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from rollout.engines.protocol import SamplingParams
-from tbjax.engine.jax_engine import JaxEngine
 from tbjax.engine.weight_checks import WeightsError
-from tbjax.models import from_pretrained
 from tests.faults.conftest import GREEDY, greedy_answer
 
 WEIGHTS = "model.safetensors"
@@ -139,14 +137,6 @@ def test_finite_weights_that_overflow_are_the_server_s_failure_not_the_client_s(
     response = httpx.post(f"{url}/generate", json=GREEDY, timeout=120)
     assert response.status_code == 503 and "non-finite log-probs" in response.json()["error"]
     assert load(tiny_qwen3_dir).status_code == 200 and greedy_answer(url) == reference
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_qwen3_dir) -> Iterator[JaxEngine]:
-    """Deterministic: decode attends over the whole cache row, masked positions included."""
-    engine = JaxEngine(from_pretrained(tiny_qwen3_dir), slots=2, max_len=64, deterministic=True, decode_steps=4)
-    yield engine
-    asyncio.run(engine.close())
 
 
 SAMPLING = SamplingParams(max_new_tokens=8, temperature=0.0)
