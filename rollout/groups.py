@@ -13,7 +13,10 @@ Rules, in the order they apply:
   (`Trajectory.score`). With a penalty, a group of passes of which some wrote malformed calls is informative.
 - DAPO dynamic sampling: a group whose scores are all equal has zero advantage everywhere and is dropped;
   new tasks are drawn for the dropped groups, at most `max_extra_rounds` times. The batch may therefore hold
-  fewer than B groups (none: the trainer skips the step and says so).
+  fewer than B groups (none: the trainer skips the step and says so). With a `replacement` source, a dropped
+  group's task is replaced by one like it (the trainer's by-kind draw: one of the same kind), so the kinds the
+  policy has drifted on, whose groups come back all-equal, keep their share of the update instead of ceding it
+  to the kinds it still finds mixed.
 - Tasks are drawn only between passes and results are kept in draw order, so given the same task order and
   the same episode outcomes the batch is the same however the episodes interleave.
 """
@@ -114,8 +117,9 @@ class GroupScheduler(Generic[T]):
     """Fills one batch per `next_batch()` call from a task iterator the caller owns (and checkpoints)."""
 
     def __init__(self, tasks: Iterator[T], run_episode: EpisodeRunner[T], config: GroupConfig,
-                 first_draw: int = 0) -> None:
+                 first_draw: int = 0, replacement: Callable[[T], T] | None = None) -> None:
         self._tasks = tasks
+        self._replacement = replacement  # the task that replaces a dropped group's (None: the stream's next)
         self._run_episode = run_episode
         self.config = config
         self._draws = first_draw  # group ids stay unique across batches (and across a resume: see `draws`)
@@ -137,7 +141,8 @@ class GroupScheduler(Generic[T]):
         pending = self._draw(config.groups, counts)
         while pending:
             results = await _gather([self._run_group(i, task, semaphore, counts) for i, task in pending])
-            failed = equal = 0
+            failed = 0
+            equal: list[T] = []
             for (_, task), group in zip(pending, results, strict=True):
                 if group is None:
                     failed += 1
@@ -147,9 +152,9 @@ class GroupScheduler(Generic[T]):
                     if group.informative:
                         kept.append(group)
                     else:
-                        equal += 1
+                        equal.append(task)
             counts.replaced += failed
-            counts.dropped_all_equal += equal
+            counts.dropped_all_equal += len(equal)
             if counts.replaced > limit:
                 raise SchedulingError(
                     f"{counts.replaced} tasks failed {config.system_error_retries + 1} times each with system "
@@ -158,8 +163,8 @@ class GroupScheduler(Generic[T]):
             if equal and counts.extra_rounds < config.max_extra_rounds:
                 counts.extra_rounds += 1
             else:
-                equal = 0
-            replacements, resamples = self._draw(failed, counts), self._draw(equal, counts)
+                equal = []
+            replacements, resamples = self._draw(failed, counts), self._resample(equal, counts)
             counts.resampled += len(resamples)
             pending = replacements + resamples
         counts.informative = len(kept)
@@ -173,6 +178,17 @@ class GroupScheduler(Generic[T]):
                 counts.source_exhausted = True
                 break
             drawn.append((self._draws, task))  # type: ignore[arg-type]
+            self._draws += 1
+        counts.tasks_drawn += len(drawn)
+        return drawn
+
+    def _resample(self, dropped: list[T], counts: GroupCounts) -> list[tuple[int, T]]:
+        """The tasks that take the dropped groups' places."""
+        if self._replacement is None:
+            return self._draw(len(dropped), counts)
+        drawn = []
+        for task in dropped:
+            drawn.append((self._draws, self._replacement(task)))
             self._draws += 1
         counts.tasks_drawn += len(drawn)
         return drawn

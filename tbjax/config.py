@@ -113,8 +113,9 @@ class TasksSection(Section):
     templates: list[str] | None = None
     seed: int = 0  # shuffling of the task stream
     # uniform: every task as often as any other; by_kind: each task kind (direct, forbidden, approval, ...) as
-    # often as any other, in turn, tasks shuffled within their kind, so a kind with few tasks (the direct
-    # writes beside many refusals) still weighs as much in the updates
+    # often as any other, in turn, tasks shuffled within their kind, and an all-equal group replaced by a task
+    # of its own kind, so a kind with few tasks (the direct writes beside many refusals) still weighs as much
+    # in the updates (tbjax.trainer.task_stream)
     draw: Literal["uniform", "by_kind"] = "uniform"
     prompt: PromptStyle = "full"  # how built-in domains instruct the agent (envs.session.PromptStyle)
 
@@ -160,7 +161,8 @@ class ValidationSection(Section):
     k: PositiveInt = 4  # trials per task, each seeded by (seed, task, trial): every scoring faces the same draws
     every: PositiveInt = 4  # GRPO steps between scorings; the start (step 0) and the last step are scored too
     seed: int = 0  # which tasks are carved out, and the trials' sampling seeds
-    # best: the export is the step with the highest validation pass@1 (the earliest of equals); last: the last step
+    # best: the export is the step with the highest validation pass@1 (the latest of equals: the split cannot tell
+    # them apart, and the later one has trained on more); last: the last step
     export: Literal["best", "last"] = "best"
 
 

@@ -19,11 +19,10 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import grain
 import yaml
 from flax import nnx
 
@@ -36,7 +35,7 @@ from rollout.episode import SessionOpener, derive_seed, run_episode
 from rollout.groups import GroupScheduler
 from rollout.interpret import Interpreter
 from rollout.task_choice import carve, training_tasks, without_heldout
-from tbjax.config import TasksSection, TrainConfig
+from tbjax.config import TrainConfig
 from tbjax.engine.configured import embedded_engine
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_weights, version_dir
@@ -48,6 +47,7 @@ from tbjax.trainer.metrics_log import MetricsLog, console
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
+from tbjax.trainer.task_stream import ByKindStream, TaskStream, task_stream
 from tbjax.trainer.train_state import TrainState
 from tbjax.trainer.update import GRPOTrainer, make_trainer
 from tbjax.trainer.validation import Validation
@@ -57,17 +57,6 @@ SAVE_WATCH_S = 1.0  # how often a step looks at the save it overlaps
 
 log = logging.getLogger(__name__)
 VALIDATED = "validated"  # <run>/validated/v<step>: each new best-validated step's weights (tbjax.trainer.validation)
-
-
-def task_order(tasks: list[Task], section: TasksSection) -> grain.IterDataset:
-    """The endless, checkpointable stream of indices into `tasks` that GRPO draws its groups from
-    (`tasks.draw`): reshuffled every pass, by `tasks.seed`."""
-    if section.draw == "uniform":
-        return grain.MapDataset.range(len(tasks)).shuffle(seed=section.seed).repeat(None).to_iter_dataset()
-    kinds = sorted({task.kind for task in tasks})
-    per_kind = [grain.MapDataset.source([i for i, task in enumerate(tasks) if task.kind == kind])
-                .shuffle(seed=section.seed + n).repeat(None) for n, kind in enumerate(kinds)]
-    return grain.MapDataset.mix(per_kind).to_iter_dataset()  # one of each kind in turn
 
 
 def task_manifest_hash(tasks: list[Task]) -> str:
@@ -84,7 +73,7 @@ class Run:
     engine: Any  # None on processes other than the driver
     interpreter: Interpreter
     tasks: list[Task]
-    iterator: Any  # grain DatasetIterator over task indices (checkpointed)
+    iterator: TaskStream  # indices into `tasks` (checkpointed)
     checkpointer: Checkpointer
     metrics: MetricsLog | None  # None on processes other than the driver
     model_dir: Path
@@ -116,6 +105,13 @@ def session_opener(config: TrainConfig) -> SessionOpener:
 def _task_stream(run: Run) -> Iterator[Task]:
     for index in run.iterator:
         yield run.tasks[int(index)]
+
+
+def _replacement(run: Run) -> Callable[[Task], Task] | None:
+    """By kind, a dropped group's task is replaced by the next of its kind (tbjax.trainer.task_stream)."""
+    if not isinstance(run.iterator, ByKindStream):
+        return None
+    return lambda task: run.tasks[run.iterator.like(task.kind)]
 
 
 async def _publish(run: Run, version: str) -> float:
@@ -221,7 +217,6 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
             tasks, validation_tasks = carve(tasks, config.validation.tasks, config.validation.seed)
         tasks = without_heldout(tasks, validation_tasks)  # a validation task never trains, whoever chose the pool
         validation = Validation(validation_tasks, config, config.run.directory / "validation")
-    dataset = task_order(tasks, config.tasks)
     checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
                                 keep=config.train.keep_checkpoints)
     # On the update's own shardings from the start: one compilation, and a restore lands there directly (with
@@ -229,7 +224,7 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     state = trainer.shard_state(trainer.init_state(model))
     if config.grpo.uses_reference:  # the KL reference: the policy before any update, also when resuming
         trainer.keep_reference(state.params)
-    iterator, step, draws = iter(dataset), 0, 0
+    iterator, step, draws = task_stream(tasks, config.tasks), 0, 0
     # the newest intact checkpoint (the checkpointer reports broken ones and the step resumed from)
     restored = (checkpointer.restore_latest(state, config.fingerprint(), config.train.allow_config_change)
                 if config.train.resume == "auto" else None)
@@ -293,7 +288,8 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
 
     scheduler = None
     if is_driver():
-        scheduler = GroupScheduler(_task_stream(run), episode, config.groups, first_draw=run.draws)
+        scheduler = GroupScheduler(_task_stream(run), episode, config.groups, first_draw=run.draws,
+                                   replacement=_replacement(run))
     if run.step and config.rollout.engine == "sglang":
         await _refresh(run, str(run.step))  # servers start from the base checkpoint
         await _verify_refit(run)

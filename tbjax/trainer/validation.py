@@ -87,7 +87,7 @@ class Validation:
             scores = self.scores()
             if step not in scores:
                 scores[step] = await self._run(step, engine, interpreter, opener)
-            best = max(sorted(s for s in scores if s <= step), key=lambda s: scores[s])  # the earliest of equals
+            best = max(sorted((s for s in scores if s <= step), reverse=True), key=lambda s: scores[s])
             values[:] = (step, scores[step], best, scores[best])
         values = broadcast_from_driver(values)
         return Verdict(int(values[0]), float(values[1]), int(values[2]), float(values[3]))

@@ -144,3 +144,22 @@ def test_group_ids_stay_unique_across_batches():
         scheduler = GroupScheduler(iter(["mixed1", "mixed2", "mixed3", "mixed4"]), Script(), GroupConfig(2, 4))
         return [[g.group_id for g in (await scheduler.next_batch()).groups] for _ in range(2)]
     assert asyncio.run(two_batches()) == [["g0", "g1"], ["g2", "g3"]]
+
+
+def test_a_replacement_source_gives_a_dropped_group_a_task_like_it():
+    """With a `replacement`, a dropped group's task is replaced by what it returns for that task (the trainer's
+    by-kind draw: one of the same kind), not by the stream's next: here every pass* stays out of the batch."""
+    likes = {"fail1": "fail2", "fail2": "mixed7", "pass1": "pass2", "pass2": "pass3"}
+    asked = []
+
+    def like(task: str) -> str:
+        asked.append(task)
+        return likes[task]
+    config = GroupConfig(groups=3, group_size=4, max_extra_rounds=2)
+    result = asyncio.run(GroupScheduler(iter(["fail1", "mixed1", "pass1", "mixed2"]), Script(), config,
+                                        replacement=like).next_batch())
+    assert [g.task for g in result.groups] == ["mixed1", "mixed7"]  # the stream's mixed2 never ran
+    assert asked == ["fail1", "pass1", "fail2", "pass2"]
+    assert [g.group_id for g in result.scored] == ["g0", "g1", "g2", "g3", "g4", "g5", "g6"]
+    c = result.counts
+    assert (c.dropped_all_equal, c.resampled, c.extra_rounds, c.tasks_drawn) == (5, 4, 2, 7)

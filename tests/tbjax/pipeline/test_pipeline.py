@@ -52,7 +52,7 @@ def finish(process: subprocess.Popen, cwd: Path) -> str:
 # again, and one without a selection.
 PIPELINES = {"first": ["evaluate.tasks=4"], "again": ["evaluate.tasks=4"],
              "no_selection": ["evaluate.tasks=4", "select.candidates=0", "warm_start.steps=0", "groups.groups=3",
-                              "tasks.draw=by_kind"]}
+                              "groups.max_extra_rounds=2", "tasks.draw=by_kind"]}
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +93,9 @@ def test_every_stage_writes_its_files_and_the_report_parses(first: Path) -> None
     grpo = json.loads((first / "grpo/summary.json").read_text())
     trained = first.parents[1] / grpo["export"]  # cwd-relative
     assert transformers.AutoModelForCausalLM.from_pretrained(trained).config.hidden_size == 128
-    # validated at the start and after the last step; the export is the best-scored step's (the earliest of equals)
+    # validated at the start and after the last step; the export is the best-scored step's (the latest of equals)
     scores = {int(step): score for step, score in grpo["validation"].items()}
-    assert sorted(scores) == [0, 1] and grpo["best_step"] == max(sorted(scores), key=scores.get)
+    assert sorted(scores) == [0, 1] and grpo["best_step"] == max(sorted(scores, reverse=True), key=scores.get)
     assert trained.name == f"v{grpo['best_step']}" and trained.parent.name == "validated"
     assert f"Trained policy: GRPO step {grpo['best_step']} of 1" in report
     validation = set(yaml.safe_load((first / "grpo/tasks.yaml").read_text())["validation"])
@@ -145,7 +145,15 @@ def test_grpo_never_draws_a_held_out_task_without_a_selection(pipelines: dict[st
     run_dir = pipelines["no_selection"]
     # tasks.draw=by_kind: one task of each kind in turn, though most of the pool is refusals
     drawn = json.loads((run_dir / "grpo" / "metrics.jsonl").read_text().splitlines()[0])["groups"]
-    assert [group["kind"] for group in drawn] == ["direct", "forbidden", "leak"]
+    assert [group["kind"] for group in drawn[:3]] == ["direct", "forbidden", "leak"]
+    # an all-equal group is replaced by a task of its own kind: each step holds one group of every kind but
+    # those dropped, whose kind comes again, so within a kind only the last group may be kept
+    steps = [json.loads(line)["groups"] for line in (run_dir / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    assert any(len(groups) > 3 for groups in steps)  # groups were dropped and replaced
+    for groups in steps:
+        for kind in ("direct", "forbidden", "leak"):
+            mine = [group["kept"] for group in groups if group["kind"] == kind]
+            assert mine and not any(mine[:-1]), (kind, groups)
     pool = set(yaml.safe_load((run_dir / "grpo" / "tasks.yaml").read_text())["tasks"])
     held = {json.loads(line)["task_id"] for line in (run_dir / "eval/base/trials.jsonl").read_text().splitlines()}
     assert len(held) == 4 and len(pool) > 100

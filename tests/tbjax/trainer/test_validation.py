@@ -49,7 +49,7 @@ def test_the_export_is_the_best_validated_step_and_a_resume_keeps_the_scores(tin
     summary = json.loads((run_dir / "summary.json").read_text())
     scores = {int(step): score for step, score in summary["validation"].items()}
     assert sorted(scores) == [0, 2, 3] and max(scores.values()) <= 1.0
-    best = max(sorted(scores), key=scores.get)  # the earliest of equals
+    best = max(sorted(scores, reverse=True), key=scores.get)  # the latest of equals
     assert summary["best_step"] == best and summary["export"].endswith(f"validated/v{best}")
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert {line["step"]: line.get("validation_pass_at_1") for line in lines} == {1: None, 2: scores[2], 3: scores[3]}
