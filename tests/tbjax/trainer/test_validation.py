@@ -11,10 +11,12 @@ import pytest
 import yaml
 from flax import nnx
 
-from tbjax.config import ValidationSection
+from envs import load_tasks
+from tbjax.config import ValidationSection, load_config
 from tbjax.models import from_pretrained
 from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.saved_policy import checkpoint_model, restore_checkpoint
+from tbjax.trainer.validation import Validation
 from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
 
 
@@ -60,3 +62,17 @@ def test_the_export_is_the_best_validated_step_and_a_resume_keeps_the_scores(tin
     for a, b in zip(exported, jax.tree.leaves(nnx.state(want, nnx.Param)), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert int(run.state.step) >= 1  # the run trained: what was chosen among differed
+
+
+def test_among_equal_scores_the_latest_step_is_the_best(tmp_path) -> None:
+    """The split cannot tell equal scores apart and the later step has trained on more: a resumed run that
+    reads steps 0, 4 and 8 tied (and 12 lower) from its campaigns' summaries exports step 8."""
+    tasks = load_tasks("library")[:3]
+    config = load_config(None, ["validation.tasks=3", "validation.k=2"])
+    validation = Validation(tasks, config, tmp_path / "validation")
+    for step, score in ((0, 0.5), (4, 0.75), (8, 0.75), (12, 0.25)):
+        campaign = validation.campaign(step)
+        campaign.mkdir(parents=True)
+        (campaign / "summary.json").write_text(json.dumps({"tasks": 3, "k": 2, "pass@1": score}))
+    verdicts = [asyncio.run(validation.score(step, None, None, None)) for step in (4, 8, 12)]
+    assert [(v.best_step, v.new_best) for v in verdicts] == [(4, True), (8, True), (8, False)]
