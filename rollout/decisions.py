@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from rollout.records import TrialRecord
 
 # per task kind: decision -> (outcome or "passed"/"failed") it is read from, in display order
@@ -45,9 +47,11 @@ def decision_counts(records: Sequence[TrialRecord], kinds: Mapping[str, str]) ->
     return counts
 
 
-def decision_rows(a: Sequence[TrialRecord], b: Sequence[TrialRecord],
-                  kinds: Mapping[str, str]) -> list[tuple[str, str, str, str, str]]:
-    """(kind, decision, share in a, share in b, change in points) for every decision either campaign took."""
+def decision_rows(a: Sequence[TrialRecord], b: Sequence[TrialRecord], kinds: Mapping[str, str], *,
+                  resamples: int = 1000, seed: int = 0) -> list[tuple[str, str, str, str, str]]:
+    """(kind, decision, share in a, share in b, change in points with its 95% paired bootstrap interval over the
+    kind's tasks both campaigns scored) for every decision either campaign took. The interval is what says
+    whether training moved a behaviour or a few tasks' draws did."""
     ca, cb = decision_counts(a, kinds), decision_counts(b, kinds)
     rows = []
     for kind, names in DECISIONS.items():
@@ -58,6 +62,33 @@ def decision_rows(a: Sequence[TrialRecord], b: Sequence[TrialRecord],
             na, nb = ca[kind][name], cb[kind][name]
             if na or nb:
                 sa, sb = na / ta, nb / tb
+                low, high = _interval(a, b, kinds, kind, name, resamples, seed)
                 rows.append((kind, name, f"{na}/{ta} ({100 * sa:.1f}%)", f"{nb}/{tb} ({100 * sb:.1f}%)",
-                             f"{100 * (sb - sa):+.1f} pts"))
+                             f"{100 * (sb - sa):+.1f} pts [{100 * low:+.1f}, {100 * high:+.1f}]"))
     return rows
+
+
+def _per_task(records: Sequence[TrialRecord], kinds: Mapping[str, str], kind: str,
+              name: str) -> dict[str, tuple[int, int]]:
+    """Task id -> (trials that took decision `name`, scored trials), over the tasks of `kind`."""
+    tally: dict[str, tuple[int, int]] = {}
+    for record in records:
+        if kinds.get(record.task_id) == kind and record.passed is not None:
+            took, scored = tally.get(record.task_id, (0, 0))
+            tally[record.task_id] = (took + (decision(kind, record) == name), scored + 1)
+    return tally
+
+
+def _interval(a: Sequence[TrialRecord], b: Sequence[TrialRecord], kinds: Mapping[str, str], kind: str, name: str,
+              resamples: int, seed: int) -> tuple[float, float]:
+    """95% percentile interval of share(b) - share(a) when the tasks both scored are resampled, paired."""
+    pa, pb = _per_task(a, kinds, kind, name), _per_task(b, kinds, kind, name)
+    common = sorted(set(pa) & set(pb))
+    if not common:
+        return float("nan"), float("nan")
+    counts = np.array([[*pa[t], *pb[t]] for t in common], dtype=np.float64)  # took_a, scored_a, took_b, scored_b
+    index = np.random.default_rng(seed).integers(0, len(common), size=(resamples, len(common)))
+    sums = counts[index].sum(axis=1)
+    deltas = sums[:, 2] / sums[:, 3] - sums[:, 0] / sums[:, 1]
+    low, high = np.percentile(deltas, [2.5, 97.5])
+    return float(low), float(high)

@@ -20,6 +20,7 @@ def _tokens(summary: dict[str, Any]) -> str:
 
 
 SCORE_HEADER = ("score", "base", "trained", "delta", "95% bootstrap")
+DECISION_HEADER = ("task kind", "decision", "base", "trained", "change [95% bootstrap]")
 HELDOUT_KINDS = {"templates": "held-out templates (requests and tools never trained on)",
                  "instances": "held-out instances of the trained templates (new customers, ids and values)"}
 
@@ -97,7 +98,7 @@ def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: 
         lines += [exported_line(grpo), ""]
     lines += markdown_table(SCORE_HEADER, score_rows(result))
     if decisions:
-        lines += [""] + markdown_table(("task kind", "decision", "base", "trained", "change"), decisions)
+        lines += [""] + markdown_table(DECISION_HEADER, decisions)
     lines += [""] + markdown_table(("domain (pass@1, tasks at k/k)", *SCORE_HEADER[1:]), domain_rows(result))
     if on_templates:
         t = on_templates["a"]

@@ -249,7 +249,8 @@ def run_pipeline(config: TrainConfig) -> dict[str, Any]:
     console.print(results_table(result, clock.seconds, config.evaluate.heldout))
     decisions = decision_rows(read_records(root / "eval" / "base" / "trials.jsonl"),
                               read_records(root / "eval" / "trained" / "trials.jsonl"),
-                              {t.id: t.kind.value for t in heldout})
+                              {t.id: t.kind.value for t in heldout}, resamples=config.evaluate.bootstrap_resamples,
+                              seed=config.evaluate.seed)
     atomic_write(root / "results.md", results_markdown(result, clock.seconds, config, steps, decisions,
                                                        None if slipped is None else slip_summary(slipped),
                                                        on_templates, json.loads(summary.read_text())))

@@ -87,7 +87,7 @@ def test_every_stage_writes_its_files_and_the_report_parses(first: Path) -> None
     assert 0.0 <= compare["b"]["pass@1"] <= 1.0
     assert json.loads((first / "stages.json").read_text()).keys() == set(STAGES)
     report = (first / "results.md").read_text()
-    assert "| pass@1 |" in report
+    assert "| pass@1 |" in report and "| change [95% bootstrap] |" in report
     curve = [line for line in report.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
     assert len(curve) == len(read_steps(first / "grpo" / "metrics.jsonl"))  # one row per GRPO step
     grpo = json.loads((first / "grpo/summary.json").read_text())
