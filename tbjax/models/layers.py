@@ -54,6 +54,7 @@ class Projection(nnx.Module):
         self.compute_dtype = cfg.compute_dtype
         self.kernel = make_param(rngs, in_shape + out_shape, in_axes + out_axes, cfg.param_dtype, "normal")
         self.bias = make_param(rngs, out_shape, out_axes, cfg.param_dtype, "zeros") if use_bias else None
+        self.adapter: nnx.Module | None = nnx.data(None)  # a LoRA update (tbjax.models.lora), added later
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """x: [..., *in_shape] -> [..., *out_shape] in the compute dtype."""
@@ -61,6 +62,8 @@ class Projection(nnx.Module):
         y = flat_dot(x.astype(self.compute_dtype), kernel, self.in_rank)
         if self.bias is not None:
             y = y + self.bias[...].astype(self.compute_dtype)
+        if self.adapter is not None:
+            y = y + self.adapter(x.astype(self.compute_dtype))
         return y
 
 
