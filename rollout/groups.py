@@ -171,25 +171,26 @@ class GroupScheduler(Generic[T]):
         return Batch(kept, counts, scored, replaced)
 
     def _draw(self, n: int, counts: GroupCounts) -> list[tuple[int, T]]:
-        drawn = []
+        """The stream's next `n` tasks (fewer where it ends), numbered."""
+        tasks = []
         for _ in range(n):
             task = next(self._tasks, _END)
             if task is _END:
                 counts.source_exhausted = True
                 break
-            drawn.append((self._draws, task))  # type: ignore[arg-type]
-            self._draws += 1
-        counts.tasks_drawn += len(drawn)
-        return drawn
+            tasks.append(task)
+        return self._numbered(tasks, counts)
 
     def _resample(self, dropped: list[T], counts: GroupCounts) -> list[tuple[int, T]]:
         """The tasks that take the dropped groups' places."""
         if self._replacement is None:
             return self._draw(len(dropped), counts)
-        drawn = []
-        for task in dropped:
-            drawn.append((self._draws, self._replacement(task)))
-            self._draws += 1
+        return self._numbered([self._replacement(task) for task in dropped], counts)
+
+    def _numbered(self, tasks: list[T], counts: GroupCounts) -> list[tuple[int, T]]:
+        """Each task with its draw number, which names and seeds its group."""
+        drawn = [(self._draws + n, task) for n, task in enumerate(tasks)]
+        self._draws += len(drawn)
         counts.tasks_drawn += len(drawn)
         return drawn
 

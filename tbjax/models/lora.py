@@ -87,19 +87,15 @@ def add_adapters(model: Qwen, spec: LoraSpec, seed: int = 0) -> list[AdapterPath
     if model.config.runtime.scan_layers:
         raise LoraError("LoRA needs model.scan_layers: false for now (adapters of a scanned stack are not "
                         "stacked yet)")
-    rngs = nnx.Rngs(params=seed)
+    if any(model.config.is_linear_layer(i) for i in range(model.config.num_layers)):
+        raise LoraError("LoRA on Qwen3.5 hybrids is not supported yet: their Gated DeltaNet layers must train "
+                        "adapters too, and HF fuses q, k and v into one in_proj_qkv whose adapter shares one A")
     targets = [(tuple(path), node) for path, node in nnx.iter_graph(model)
                if isinstance(node, Projection) and path and path[-1] in spec.modules]
     if not targets:
         raise LoraError(f"lora targets {list(spec.targets)} wrap no projection of this model; its projections "
                         f"are {sorted({p[-1] for p, n in nnx.iter_graph(model) if isinstance(n, Projection)})}")
-    wrapped_linear = any(path[-1] in GATED_DELTANET for path, _ in targets)
-    if wrapped_linear:
-        raise LoraError("adapters on Gated DeltaNet projections are not supported yet (HF fuses q, k and v into "
-                        "one in_proj_qkv, whose adapter shares one A): target attention_mlp")
-    if any(model.config.is_linear_layer(i) for i in range(model.config.num_layers)):
-        raise LoraError("this hybrid's Gated DeltaNet layers would train no adapter: LoRA on Qwen3.5 hybrids "
-                        "needs their projections adapted, which is not supported yet")
+    rngs = nnx.Rngs(params=seed)
     for _, projection in targets:
         projection.adapter = Adapter(projection, spec, rngs)
     return [path for path, _ in targets]

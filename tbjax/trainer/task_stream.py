@@ -51,7 +51,7 @@ class ByKindStream:
     def __next__(self) -> int:
         kind = self.kinds[self._turn % len(self.kinds)]
         self._turn += 1
-        return int(next(self._streams[kind]))
+        return self.like(kind)
 
     def like(self, kind: str) -> int:
         return int(next(self._streams[kind]))

@@ -30,13 +30,8 @@ PREFIX = "base_model.model."
 def _module_names(model: Qwen) -> dict[AdapterPath, str]:
     """Adapted projection path -> its HF module name (model.layers.3.self_attn.q_proj)."""
     layouts = hf_layouts(model.config)
-    names = {}
-    for path in adapted_projections(model):
-        layout = layouts[(*path, "kernel")]
-        if layout.full_rows is not None or layout.names.shape:
-            raise LoraError(f"{path} is part of a fused or stacked HF tensor, which PEFT cannot name")
-        names[path] = str(layout.names.item()).removesuffix(".weight")
-    return names
+    return {path: str(layouts[(*path, "kernel")].names.item()).removesuffix(".weight")
+            for path in adapted_projections(model)}
 
 
 def save_adapter(model: Qwen, spec: LoraSpec, out: Path, base_model: str = "") -> Path:
