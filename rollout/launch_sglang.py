@@ -9,6 +9,8 @@ servers needs a person). SIGTERM/SIGINT stop every server's whole process group 
 included). `--server-command` swaps in another server program (the tests use a stub, tbjax.serve and
 sglang-jax). `--colocated` is for servers that share their GPUs with the trainer (rollout.placement=colocated):
 they start with `--enable-memory-saver`, so that they can release and resume their memory around each update.
+`--lora-rank R` is for LoRA GRPO (lora.rank > 0): servers start with `--enable-lora --max-lora-rank R
+--lora-target-modules ...`, so that they can load each published adapter and serve requests under it.
 `Supervisor.restart_on(DIR)` restarts every server on another model directory: the weight refresh of servers
 that cannot load weights in place (sglang-jax), which `SGLangEngine(restart_servers=...)` falls back to.
 """
@@ -48,6 +50,8 @@ class LaunchConfig:
     extra_args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # set for the servers on top of this process's environment
     colocated: bool = False  # the trainer shares these GPUs: servers must be able to release their memory
+    lora_rank: int = 0  # > 0: servers load LoRA adapters of up to this rank (the trainer's lora.rank)
+    lora_targets: tuple[str, ...] = ("all",)  # the projections adapters may adapt (SGLang's module names)
     startup_timeout_s: float = 1800.0  # a 27B checkpoint loads in minutes
     max_restarts: int = 3  # per server
     restart_backoff_s: float = 5.0  # doubled after each restart of the same server
@@ -56,6 +60,9 @@ class LaunchConfig:
     def __post_init__(self) -> None:
         if self.tp < 1 or self.servers < 1:
             raise ValueError(f"--tp and --servers must be >= 1, got tp={self.tp} servers={self.servers}")
+        if self.lora_rank < 0 or not self.lora_targets:
+            raise ValueError(f"--lora-rank must be >= 0 and --lora-target-modules non-empty, got {self.lora_rank} "
+                             f"and {list(self.lora_targets)}")
         if self.gpus and len(self.gpus) < self.tp * self.servers:
             raise ValueError(f"{self.servers} servers x tp {self.tp} need {self.tp * self.servers} GPUs, but only "
                              f"{len(self.gpus)} are given ({','.join(self.gpus)}); lower --servers or --tp")
@@ -90,7 +97,8 @@ class Supervisor:
             port = config.port + i
             argv = [*config.server_command, "--model-path", config.model_path, "--tp", str(config.tp),
                     "--port", str(port), "--host", config.host,
-                    *(["--enable-memory-saver"] if config.colocated else []), *config.extra_args]
+                    *(["--enable-memory-saver"] if config.colocated else []), *_lora_flags(config),
+                    *config.extra_args]
             env = {**os.environ, **dict(config.env),
                    "CUDA_VISIBLE_DEVICES": ",".join(gpus[i * config.tp:(i + 1) * config.tp])}
             self.servers.append(ServerProcess(i, f"http://{public_host}:{port}", argv, env))
@@ -218,6 +226,12 @@ def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:
         pass
 
 
+def _lora_flags(config: LaunchConfig) -> list[str]:
+    if not config.lora_rank:
+        return []
+    return ["--enable-lora", "--max-lora-rank", str(config.lora_rank), "--lora-target-modules", *config.lora_targets]
+
+
 def parse_args(argv: Sequence[str]) -> tuple[LaunchConfig, bool]:
     """The launch configuration and whether this is a dry run."""
     p = argparse.ArgumentParser(prog="python -m rollout.launch_sglang", description=__doc__.split("\n")[0],
@@ -235,15 +249,22 @@ def parse_args(argv: Sequence[str]) -> tuple[LaunchConfig, bool]:
     p.add_argument("--poll-s", type=float, default=LaunchConfig.poll_s)
     p.add_argument("--colocated", action="store_true",
                    help="the trainer shares these GPUs: start servers with --enable-memory-saver")
+    p.add_argument("--lora-rank", type=int, default=0,
+                   help="LoRA GRPO (the trainer's lora.rank): servers load adapters of up to this rank")
+    p.add_argument("--lora-target-modules", nargs="+", default=list(LaunchConfig.lora_targets),
+                   help="projections the adapters adapt (q_proj ... down_proj; default all)")
     p.add_argument("--dry-run", action="store_true", help="print the server commands and exit")
     argv = list(argv)
     split = argv.index("--") if "--" in argv else len(argv)
     args, extra = p.parse_args(argv[:split]), argv[split + 1:]
+    if not args.lora_rank and tuple(args.lora_target_modules) != LaunchConfig.lora_targets:
+        p.error("--lora-target-modules acts only with --lora-rank > 0")
     config = LaunchConfig(
         model_path=args.model_path, tp=args.tp, servers=args.servers, host=args.host, port=args.port,
         gpus=tuple(g for g in args.gpus.split(",") if g), server_command=tuple(shlex.split(args.server_command)),
         extra_args=tuple(extra), colocated=args.colocated, startup_timeout_s=args.startup_timeout_s,
-        max_restarts=args.max_restarts, restart_backoff_s=args.restart_backoff_s, poll_s=args.poll_s)
+        max_restarts=args.max_restarts, restart_backoff_s=args.restart_backoff_s, poll_s=args.poll_s,
+        lora_rank=args.lora_rank, lora_targets=tuple(args.lora_target_modules))
     return config, args.dry_run
 
 

@@ -6,7 +6,9 @@
    the output and of dq/dk/dv, and forward+backward time of each.
 3. One GRPO update of the largest Qwen3 shape in SHAPES that fits: tokens/s and MFU (6 x params x tokens / s
    over the chip's dense bf16 peak), bf16 params and compute, full remat, float32 AdamW moments.
-4. JaxEngine decode tokens/s at 1, 8, 32 and 64 concurrent sequences on the tiny model.
+4. One LoRA GRPO update (rank 16, alpha 32, attention and MLP projections) of the largest shape in SHAPES that
+   fits: the base frozen in bf16, AdamW on the adapters alone; tokens/s, MFU and peak memory.
+5. JaxEngine decode tokens/s at 1, 8, 32 and 64 concurrent sequences on the tiny model.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ SHAPES = {  # (hidden, layers, heads, kv heads, intermediate), Qwen3-like with h
     "qwen3-4b": (2560, 36, 32, 8, 9728),
     "qwen3-1.7b": (2048, 28, 16, 8, 6144),
 }
+ATTENTION = "cudnn"  # the GRPO updates' attention kernel
 
 
 def parity() -> None:
@@ -90,11 +93,15 @@ def attention_kernels(rows: int = 2, seq: int = 8192, heads: int = 32, kv_heads:
           f"triton {seconds['triton'] * 1e3:.1f} ms, triton/cudnn {seconds['triton'] / seconds['cudnn']:.2f}x")
 
 
-def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
+def grpo_update(name: str, seq: int = 4096, rows: int = 2, lora_rank: int = 0) -> bool:
+    """One GRPO update of SHAPES[name]: every weight (bf16 with float32 masters), or with `lora_rank` > 0 the
+    adapters alone (unscanned layers: adapters are not stacked for scanned ones)."""
     from flax import nnx
 
     from rollout.trajectory import Trajectory
     from tbjax.models import ModelConfig, Qwen, RuntimeConfig
+    from tbjax.models.lora import add_adapters
+    from tbjax.sections.lora import LoraSpec
     from tbjax.sections.training import LossConfig
     from tbjax.trainer.packing import batch_from_groups
     from tbjax.trainer.update import GRPOTrainer
@@ -104,12 +111,16 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
                                     "intermediate_size": inter, "num_hidden_layers": layers,
                                     "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": 128,
                                     "tie_word_embeddings": False, "rope_theta": 1e6},
-                                   RuntimeConfig("bfloat16", "bfloat16", "cudnn", "full", True))
+                                   RuntimeConfig("bfloat16", "bfloat16", ATTENTION, "full", not lora_rank))
+    what = f"lora r{lora_rank}" if lora_rank else "grpo"
     try:
         model = Qwen(cfg, nnx.Rngs(0))
+        if lora_rank:
+            add_adapters(model, LoraSpec(rank=lora_rank, alpha=2.0 * lora_rank))
         trainer = GRPOTrainer(model, LossConfig(), logprob_chunk=16384)
         state = trainer.init_state(model)
-        assert state.master is not None  # bfloat16 parameters: AdamW steps their float32 master weights
+        # bfloat16 parameters: AdamW steps their float32 master weights; adapters are float32 and need none
+        assert (state.master is None) == bool(lora_rank)
         rng = np.random.default_rng(0)
 
         def episode(group: int, member: int) -> Trajectory:
@@ -128,15 +139,19 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2) -> bool:
         jax.block_until_ready(state.params)
         seconds = (time.perf_counter() - start) / steps
     except Exception as error:  # noqa: BLE001 - out of memory means: try the next smaller shape
-        print(f"grpo {name}: does not fit or failed ({type(error).__name__}: {str(error)[:200]})")
+        print(f"{what} {name}: does not fit or failed ({type(error).__name__}: {str(error)[:200]})")
         return False
     tokens = rows * seq
     kind = jax.devices()[0].device_kind
     peak = next((v for k, v in PEAK_BF16.items() if k in kind), None)
-    flops = 3 * cfg.flops_per_token(seq) * tokens
+    # forward + backward (2x forward); LoRA's backward computes no weight gradients of the base, so 1x
+    flops = (2 if lora_rank else 3) * cfg.flops_per_token(seq) * tokens
     mfu = f"{flops / seconds / peak:.1%}" if peak else "n/a"
-    peak_memory = jax.devices()[0].memory_stats().get("peak_bytes_in_use", 0) / 1e9
-    print(f"grpo {name} ({cfg.num_params() / 1e9:.2f}B, bfloat16 with float32 master weights) on {kind}: "
+    peak_memory = (jax.devices()[0].memory_stats() or {}).get("peak_bytes_in_use", 0) / 1e9
+    trained = sum(x.size for x in jax.tree.leaves(state.params))
+    detail = (f"base frozen in bfloat16, {trained / 1e6:.1f}M adapter parameters trained" if lora_rank
+              else "bfloat16 with float32 master weights")
+    print(f"{what} {name} ({cfg.num_params() / 1e9:.2f}B, {detail}) on {kind}: "
           f"{tokens / seconds:,.0f} tokens/s, "
           f"{seconds:.2f} s/update, MFU {mfu}, {peak_memory:.1f} GB peak device memory")
     return True
@@ -157,11 +172,25 @@ def engine_decode() -> None:
         asyncio.run(engine.close())
 
 
+def stage(name: str, start: float = time.perf_counter()) -> None:
+    print(f"--- {name} at {time.perf_counter() - start:.0f} s", flush=True)
+
+
 if __name__ == "__main__":
-    print(jax.__version__, jax.devices())
+    print(jax.__version__, jax.devices(), flush=True)
     parity()
+    stage("attention")
     attention_kernels()
-    for shape in SHAPES:
+    stage("lora update")
+    for shape in SHAPES:  # LoRA first: the device's peak memory is the process's, so the smaller peak goes first
+        if grpo_update(shape, lora_rank=16):
+            break
+    stage("full update")
+    # every weight: Qwen3-8B's state alone (bf16 weights, float32 masters, moments and gradient accumulator) is
+    # 147 GB, past any single GPU, so the full update starts at the next shape
+    for shape in list(SHAPES)[1:]:
         if grpo_update(shape):
             break
+    stage("engine decode")
     engine_decode()
+    stage("done")

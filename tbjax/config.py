@@ -25,6 +25,7 @@ from rollout.episode import EpisodeConfig
 from rollout.groups import GroupConfig
 from rollout.task_choice import TaskSource
 from tbjax.sections.base import Section
+from tbjax.sections.lora import LoraSection
 from tbjax.sections.training import (
     SAVE_SETTINGS,
     WATCH_SETTINGS,
@@ -229,6 +230,7 @@ class TrainConfig(Section):
     select: SelectSection = SelectSection()
     evaluate: EvaluateSection = EvaluateSection()
     validation: ValidationSection = ValidationSection()
+    lora: LoraSection = LoraSection()
 
     @model_validator(mode="after")
     def _episodes_fit(self) -> TrainConfig:
@@ -276,15 +278,16 @@ class TrainConfig(Section):
         masters = {"master_dtype"} if self.optim.master_dtype == "float32" else set()
         # no format penalty: episodes are scored by their verdict, as before the setting existed
         unshaped = {"format_penalty"} if not self.groups.format_penalty else set()
-        # no validation split: the pool and the trajectory are those of a config without the section
-        validation = {"validation": True} if not self.validation.tasks else {}
+        # no validation split, or full-parameter training: as before the section existed
+        absent = {"validation": True} if not self.validation.tasks else {}
+        absent |= {"lora": True} if not self.lora.enabled else {}
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
                                                       *WATCH_SETTINGS, *SAVE_SETTINGS},
                                             "optim": masters, "groups": unshaped, "warm_start": {"checkpoint_every"},
                                             "user": {"endpoint": set(RetryPolicy.model_fields)},
                                             "mesh": {"coordinator_address", "process_id"},
-                                            "rollout": {"placement"}, "run": True, "evaluate": True, **validation})
+                                            "rollout": {"placement"}, "run": True, "evaluate": True, **absent})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def to_yaml(self) -> str:

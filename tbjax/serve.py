@@ -5,6 +5,8 @@ output_ids, meta_info.output_token_logprobs as [logprob, token_id, text] and met
 logprob_start_len s >= 0 also meta_info.input_token_logprobs of prompt positions s.., untempered, position 0's
 logprob null),
 POST /update_weights_from_disk, POST /pause_generation, POST /continue_generation, GET|POST /flush_cache,
+POST /load_lora_adapter ({"lora_name", "lora_path"}: a PEFT directory), POST /unload_lora_adapter ({"lora_name"})
+and /generate's `lora_path` (the adapter's name) with --enable-lora (tbjax.engine.adapters),
 POST /release_memory_occupation, POST /resume_memory_occupation (body {"tags": [...]} with SGLang's tags
 "weights", "kv_cache", "cuda_graph"; null or absent: all; weights cannot be loaded while released, as in
 SGLang; /get_model_info lists what is released under `memory_released`, a field of this server only).
@@ -31,6 +33,7 @@ import socket
 from pathlib import Path
 
 from tbjax.engine.hosts import bound_hosts, host_patterns
+from tbjax.sections.lora import LoraError, LoraSpec
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,6 +53,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--weight-version", default="0")
     parser.add_argument("--enable-memory-saver", action="store_true",
                         help="SGLang's flag that enables memory release/resume; always on here")
+    parser.add_argument("--enable-lora", action="store_true",
+                        help="serve LoRA adapters: /load_lora_adapter, /unload_lora_adapter, /generate's lora_path")
+    parser.add_argument("--max-lora-rank", type=int, default=None,
+                        help="the largest adapter rank to serve (with --enable-lora; default 16)")
+    parser.add_argument("--lora-target-modules", nargs="+", default=None,
+                        help="projections adapters may adapt (q_proj ... down_proj, or all; with --enable-lora; "
+                             "default all)")
+    parser.add_argument("--max-loaded-loras", type=int, default=None,
+                        help="adapters loaded at once (with --enable-lora; default 4)")
     args = parser.parse_args(argv)
     try:
         allowed_hosts = host_patterns(args.allowed_hosts)
@@ -57,6 +69,17 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--allowed-hosts: {error}")
     if args.tp != 1:
         parser.error(f"--tp {args.tp}: tbjax.serve runs each server on one device; start several servers instead")
+    lora_flags = [f for f in ("max_lora_rank", "lora_target_modules", "max_loaded_loras")
+                  if getattr(args, f) is not None]
+    if lora_flags and not args.enable_lora:
+        parser.error(f"--{lora_flags[0].replace('_', '-')} acts only with --enable-lora")
+    targets = ("attention_mlp",) if args.lora_target_modules in (None, ["all"]) else tuple(args.lora_target_modules)
+    max_rank = 16 if args.max_lora_rank is None else args.max_lora_rank
+    max_loaded = 4 if args.max_loaded_loras is None else args.max_loaded_loras
+    try:  # refused before the model loads
+        LoraSpec(rank=max_rank, alpha=1.0, targets=targets)
+    except LoraError as error:
+        parser.error(f"--max-lora-rank / --lora-target-modules: {error}")
     if not (args.model / "config.json").is_file():
         parser.error(f"--model {args.model}: no HF model directory there (config.json missing)")
     try:  # the port is taken before the model loads, which takes minutes at 27B
@@ -67,13 +90,23 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     import uvicorn  # JAX, the model and the server load only once the arguments are known to be usable
 
+    from tbjax.engine.adapters import AdapterServing
     from tbjax.engine.http_server import build_app
     from tbjax.engine.jax_engine import JaxEngine
     from tbjax.models import from_pretrained
 
-    engine = JaxEngine(from_pretrained(args.model, dtype=args.dtype), slots=args.slots, max_len=args.max_len,
-                       weight_version=args.weight_version)
-    app = build_app(engine, args.model, allowed_hosts=[*bound_hosts(args.host), *allowed_hosts])
+    model = from_pretrained(args.model, dtype=args.dtype)
+    settings = {"slots": args.slots, "max_len": args.max_len, "weight_version": args.weight_version}
+    adapters = None
+    if args.enable_lora:
+        try:
+            adapters = AdapterServing.on(model, max_rank, targets, max_loaded, **settings)
+        except LoraError as error:
+            parser.error(f"--enable-lora: {error}")
+        engine = adapters.engine
+    else:
+        engine = JaxEngine(model, **settings)
+    app = build_app(engine, args.model, allowed_hosts=[*bound_hosts(args.host), *allowed_hosts], adapters=adapters)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
 
 

@@ -10,6 +10,12 @@ responses, which a retry cannot fix. A response is malformed (`ProtocolError`, a
 `engine_protocol`) when it is not SGLang's format or not believable: ids outside the vocabulary, log-probs
 above 0 or not finite, no tokens or more than `max_new_tokens`.
 
+LoRA: `update_adapter` publishes an adapter instead of weights. Inside one pause, every server loads the new
+adapter (/load_lora_adapter) before the old one is unloaded (/unload_lora_adapter), so no request can find
+neither; from then on every request names the new one (`lora_path`), retries of aborted requests included,
+and its Generation carries the adapter's version (the servers report their base weights' version, which LoRA
+training never changes).
+
 Weight refresh falls back to restarting the servers where `/update_weights_from_disk` does not exist
 (sglang-jax answers 404): given a `restart_servers` callable (`rollout.launch_sglang.Supervisor.restart_on`,
 which stops every server and starts it again on the new HF directory, blocking until all are healthy), the
@@ -79,9 +85,18 @@ class SGLangConfig:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
 
 
+@dataclasses.dataclass(frozen=True)
+class ServedAdapter:
+    """The LoRA adapter every request names: its name on the servers and the policy version it is."""
+
+    name: str
+    version: str
+
+
 class SGLangEngine:
     """Speaks /generate (sampling, and scoring a given sequence), /pause_generation, /update_weights_from_disk,
-    /continue_generation, /health and /release_memory_occupation, /resume_memory_occupation."""
+    /load_lora_adapter, /unload_lora_adapter, /continue_generation, /health and /release_memory_occupation,
+    /resume_memory_occupation."""
 
     def __init__(self, config: SGLangConfig, transport: httpx.AsyncBaseTransport | None = None,
                  restart_servers: ServerRestarter | None = None) -> None:
@@ -90,6 +105,7 @@ class SGLangEngine:
         self.missing_logprobs = 0  # stop tokens whose logprob no server sent (NaN in the Generation)
         self._restart_servers = restart_servers
         self.refresh_by_restart = False  # set once a server turned out to lack /update_weights_from_disk
+        self.adapter: ServedAdapter | None = None  # the LoRA adapter requests run under (None: the base)
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.request_timeout_s, connect=config.connect_timeout_s),
             limits=httpx.Limits(max_connections=config.max_connections,
@@ -112,10 +128,11 @@ class SGLangEngine:
         for attempt in range(1, self.config.max_attempts + 1):
             server = self.pool.acquire(session_id, avoid=failed)
             start = time.perf_counter()
+            adapter = self.adapter  # each attempt runs under the adapter served when it starts
             try:
                 # A fresh rid per attempt: a timed-out attempt may still be running under the old one.
-                payload = generate_payload(input_ids, sampling, f"{rid}-{attempt}")
-                result = await self._generate_once(server, payload, sampling.max_new_tokens)
+                payload = generate_payload(input_ids, sampling, f"{rid}-{attempt}", _name(adapter))
+                result = await self._generate_once(server, payload, sampling.max_new_tokens, adapter)
             finally:
                 self.pool.release(server)
             if isinstance(result, Generation):
@@ -133,8 +150,8 @@ class SGLangEngine:
     async def end_session(self, session_id: str) -> None:
         self.pool.forget(session_id)
 
-    async def _generate_once(self, server: Server, payload: dict[str, Any],
-                             max_new_tokens: int) -> Generation | str:
+    async def _generate_once(self, server: Server, payload: dict[str, Any], max_new_tokens: int,
+                             adapter: ServedAdapter | None) -> Generation | str:
         """One attempt: the Generation, or why it failed in a way worth retrying elsewhere. Failures a
         retry cannot fix raise."""
         try:
@@ -167,7 +184,7 @@ class SGLangEngine:
             self.missing_logprobs += missing
             log.warning("%s trimmed a stop token and its logprob; it is reported as NaN", server.url)
         self.pool.mark_healthy(server)
-        return generation
+        return generation if adapter is None else dataclasses.replace(generation, weight_version=adapter.version)
 
     def _bench(self, server: Server, error: str) -> str:
         self.pool.bench(server, error)
@@ -187,9 +204,10 @@ class SGLangEngine:
         return list(await asyncio.gather(*(self._score_on(s, input_ids) for s in self.pool.servers)))
 
     async def _score_on(self, server: Server, input_ids: Sequence[int]) -> TokenScores:
-        url = f"{server.url}/generate"
+        url, adapter = f"{server.url}/generate", self.adapter
         try:
-            response = await self._post_once_more_if_dropped(url, score_payload(input_ids, uuid.uuid4().hex))
+            response = await self._post_once_more_if_dropped(
+                url, score_payload(input_ids, uuid.uuid4().hex, _name(adapter)))
         except httpx.HTTPError as e:
             raise EngineError(f"{url} unreachable while scoring ({type(e).__name__}: {e})") from e
         if response.status_code >= 400:
@@ -198,7 +216,8 @@ class SGLangEngine:
             body = response.json()
         except ValueError as e:
             raise ProtocolError(f"{url} answered non-JSON: {response.text[:200]!r}") from e
-        return parse_scores(body, input_ids, server.weight_version, server.url)
+        scores = parse_scores(body, input_ids, server.weight_version, server.url)
+        return scores if adapter is None else dataclasses.replace(scores, weight_version=adapter.version)
 
     async def update_weights(self, hf_dir: str, version: str) -> None:
         """Pause every server, load `hf_dir` on every server, continue every server. Every server pauses
@@ -216,6 +235,24 @@ class SGLangEngine:
             log.warning("%s; refreshing weights by restarting the servers from now on", missing)
             self.refresh_by_restart = True
         await self._restart_on(hf_dir, version)
+
+    async def update_adapter(self, adapter_dir: str, version: str) -> None:
+        """Every server serves the PEFT adapter at `adapter_dir` as policy `version` (module docstring): loaded
+        everywhere, then the previous one unloaded, inside one pause. A failed load leaves the previous adapter
+        served and is raised; so is a failed unload, after the new adapter is served (the server keeps both)."""
+        new, old = ServedAdapter(f"policy-v{version}", version), self.adapter
+        await self._on_every_server("/pause_generation", {})
+        try:
+            try:
+                await self._on_every_server("/load_lora_adapter", {"lora_name": new.name, "lora_path": adapter_dir})
+            except MissingEndpointError as error:
+                raise EngineError(f"{error}: these servers cannot load LoRA adapters; start them with --enable-lora "
+                                  "(rollout.launch_sglang does for lora.rank > 0)") from error
+            self.adapter = new
+            if old is not None and old.name != new.name:
+                await self._on_every_server("/unload_lora_adapter", {"lora_name": old.name})
+        finally:
+            await self._on_every_server("/continue_generation", {})
 
     async def _load_in_place(self, hf_dir: str, version: str) -> MissingEndpointError | None:
         """Pause, load, continue on every server; the 404 of servers without the load endpoint, if any."""
@@ -272,6 +309,8 @@ class SGLangEngine:
             raise MissingEndpointError(f"{url} answered HTTP 404 (the server has no {path})")
         if path == "/update_weights_from_disk":
             self._check_loaded(response, url, body["model_path"])
+        elif path in ("/load_lora_adapter", "/unload_lora_adapter"):
+            self._check_adapter_answer(response, url, body)
         elif response.status_code >= 400:
             raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
 
@@ -293,15 +332,18 @@ class SGLangEngine:
     @staticmethod
     def _check_loaded(response: httpx.Response, url: str, model_path: str) -> None:
         """SGLang answers {success, message}, with HTTP 400 when the load failed."""
-        try:
-            answer = response.json()
-        except ValueError:
-            answer = None
-        if response.status_code < 400 and isinstance(answer, dict) and answer.get("success"):
-            return
-        message = answer.get("message") if isinstance(answer, dict) else response.text[:300]
-        raise EngineError(f"{url} could not load {model_path} (HTTP {response.status_code}): {message!r}; it must "
-                          f"be an HF safetensors directory of the served architecture, readable by the server")
+        message = _failure(response, "message")
+        if message is not None:
+            raise EngineError(f"{url} could not load {model_path} (HTTP {response.status_code}): {message!r}; it "
+                              f"must be an HF safetensors directory of the served architecture, readable by the server")
+
+    @staticmethod
+    def _check_adapter_answer(response: httpx.Response, url: str, body: dict[str, Any]) -> None:
+        """SGLang answers the adapter endpoints {success, error_message}, with HTTP 400 when it failed."""
+        message = _failure(response, "error_message")
+        if message is not None:
+            raise EngineError(f"{url} refused adapter {body['lora_name']!r} (HTTP {response.status_code}): "
+                              f"{message!r}")
 
     async def health(self) -> bool:
         """True when every server answers GET /health with 200; refreshes the servers' health marks."""
@@ -322,6 +364,22 @@ class SGLangEngine:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+def _failure(response: httpx.Response, message_key: str) -> str | None:
+    """None when an admin endpoint answered {success: true}; else what went wrong: the answer's `message_key`,
+    or the start of a body that is no JSON object."""
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    if response.status_code < 400 and isinstance(answer, dict) and answer.get("success"):
+        return None
+    return str(answer.get(message_key)) if isinstance(answer, dict) else response.text[:300]
+
+
+def _name(adapter: ServedAdapter | None) -> str | None:
+    return None if adapter is None else adapter.name
 
 
 def _tag_list(tags: Sequence[str] | None) -> list[str] | None:

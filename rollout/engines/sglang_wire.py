@@ -41,8 +41,10 @@ class ProtocolError(EngineError):
     kind = "engine_protocol"
 
 
-def generate_payload(input_ids: Sequence[int], sampling: SamplingParams, rid: str) -> dict[str, Any]:
-    """The JSON body of POST /generate for one prompt of token ids."""
+def generate_payload(input_ids: Sequence[int], sampling: SamplingParams, rid: str,
+                     adapter: str | None = None) -> dict[str, Any]:
+    """The JSON body of POST /generate for one prompt of token ids, under the LoRA adapter named `adapter`
+    (SGLang's `lora_path` takes a loaded adapter's name; None: the base model)."""
     params: dict[str, Any] = {
         "max_new_tokens": sampling.max_new_tokens,
         "temperature": sampling.temperature,
@@ -60,7 +62,7 @@ def generate_payload(input_ids: Sequence[int], sampling: SamplingParams, rid: st
     }
     if sampling.seed is not None:
         params["sampling_seed"] = sampling.seed
-    return {
+    body = {
         "input_ids": [int(t) for t in input_ids],
         "sampling_params": params,
         "return_logprob": True,
@@ -68,12 +70,15 @@ def generate_payload(input_ids: Sequence[int], sampling: SamplingParams, rid: st
         "rid": rid,
         "stream": False,
     }
+    if adapter is not None:
+        body["lora_path"] = adapter
+    return body
 
 
-def score_payload(input_ids: Sequence[int], rid: str) -> dict[str, Any]:
+def score_payload(input_ids: Sequence[int], rid: str, adapter: str | None = None) -> dict[str, Any]:
     """The JSON body of POST /generate that returns the prompt's own log-probs: `logprob_start_len` 0 makes
     SGLang send `meta_info.input_token_logprobs` for every prompt position."""
-    return {**generate_payload(input_ids, SCORING, rid), "logprob_start_len": 0}
+    return {**generate_payload(input_ids, SCORING, rid, adapter), "logprob_start_len": 0}
 
 
 def parse_scores(body: Any, input_ids: Sequence[int], default_version: str, source: str) -> TokenScores:

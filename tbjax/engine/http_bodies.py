@@ -137,6 +137,7 @@ class GenerateBody(BaseModel):
     rid: Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)] | None = None
     return_logprob: StrictBool | None = None
     logprob_start_len: Annotated[Int32, Field(ge=-1)] | None = None  # -1 (SGLang's default): no prompt logprobs
+    lora_path: Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)] | None = None  # a loaded adapter's name
 
 
 class UpdateWeightsBody(BaseModel):
@@ -145,6 +146,21 @@ class UpdateWeightsBody(BaseModel):
 
     model_path: Annotated[StrictStr, Field(min_length=1, max_length=MAX_PATH_CHARS)]
     weight_version: Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)] | None = None
+
+
+class LoadLoraBody(BaseModel):
+    """POST /load_lora_adapter: a PEFT adapter directory, served under `lora_name` (`pinned` is accepted: this
+    server never evicts an adapter)."""
+
+    lora_name: Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+    lora_path: Annotated[StrictStr, Field(min_length=1, max_length=MAX_PATH_CHARS)]
+    pinned: StrictBool | None = None
+
+
+class UnloadLoraBody(BaseModel):
+    """POST /unload_lora_adapter: the adapter to drop."""
+
+    lora_name: Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 
 
 class MemoryBody(BaseModel):
@@ -180,6 +196,11 @@ def generate_error(message: str) -> dict[str, Any]:
 def admin_error(message: str) -> dict[str, Any]:
     """SGLang's shape for its admin endpoints' failures, which the SGLang client reads."""
     return {"success": False, "message": message}
+
+
+def lora_error(message: str) -> dict[str, Any]:
+    """SGLang's shape for the adapter endpoints' failures."""
+    return {"success": False, "error_message": message}
 
 
 def answering_failures(endpoint: Endpoint, error_body: ErrorBody) -> Endpoint:

@@ -20,18 +20,22 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tbjax.engine.adapters import AdapterServing
 from tbjax.engine.body_limit import BodyLimit
 from tbjax.engine.hosts import LOOPBACK_HOSTS, host_name
 from tbjax.engine.http_bodies import (
     Endpoint,
     GenerateBody,
     Limits,
+    LoadLoraBody,
     MemoryBody,
     SamplingBody,
+    UnloadLoraBody,
     UpdateWeightsBody,
     admin_error,
     answering_failures,
     generate_error,
+    lora_error,
 )
 from tbjax.engine.jax_engine import JaxEngine
 
@@ -67,9 +71,11 @@ class OriginCheck:
                                         for pattern in self.allowed_hosts)
 
 
-def build_app(engine: JaxEngine, model_dir: Path, allowed_hosts: Sequence[str] = ()) -> Starlette:
+def build_app(engine: JaxEngine, model_dir: Path, allowed_hosts: Sequence[str] = (),
+              adapters: AdapterServing | None = None) -> Starlette:
     """The HTTP app over `engine`; requests must name a loopback host or one of `allowed_hosts` (host names or
-    addresses without port, IPv6 without brackets; see the module docstring)."""
+    addresses without port, IPv6 without brackets; see the module docstring). With `adapters` (the engine's),
+    it serves LoRA adapters too (tbjax.engine.adapters)."""
     state = {"model_dir": str(model_dir), "tokenizer": _load_tokenizer(model_dir)}
     limits = Limits(vocab_size=engine.config.vocab_size, max_prompt_tokens=engine.max_len - 2)
     hosts = sorted({host_name(host) for host in (*LOOPBACK_HOSTS, *allowed_hosts)})
@@ -88,10 +94,22 @@ def build_app(engine: JaxEngine, model_dir: Path, allowed_hosts: Sequence[str] =
 
     async def model_info(_: Request) -> JSONResponse:
         return JSONResponse({"model_path": state["model_dir"], "weight_version": engine.weight_version,
-                             "is_generation": True, "memory_released": sorted(engine.released)})
+                             "is_generation": True, "memory_released": sorted(engine.released),
+                             "loaded_adapters": loaded()})
+
+    def under_adapter(name: str | None) -> contextlib.AbstractAsyncContextManager[None]:
+        if adapters is not None:
+            return adapters.serving(name)
+        if name is not None:
+            raise ValueError(f"lora_path {name!r}: this server serves no adapters; start it with --enable-lora")
+        return contextlib.nullcontext()
 
     async def generate(request: Request) -> JSONResponse:
         body = GenerateBody.model_validate_json(await request.body(), context=limits.context)
+        async with under_adapter(body.lora_path):
+            return await generate_from(body)
+
+    async def generate_from(body: GenerateBody) -> JSONResponse:
         sampling = (body.sampling_params or SamplingBody()).to_sampling()
         result = await engine.generate(body.input_ids, sampling)  # a rid names one request, not a session
         finish: dict[str, Any] = {"type": result.finish_reason}
@@ -115,11 +133,28 @@ def build_app(engine: JaxEngine, model_dir: Path, allowed_hosts: Sequence[str] =
         body = UpdateWeightsBody.model_validate_json(await request.body())
         version = body.weight_version or body.model_path
         try:
-            await engine.update_weights(body.model_path, version)
+            await (adapters or engine).update_weights(body.model_path, version)
         except (ValueError, OSError) as error:
             return JSONResponse({"success": False, "message": f"weights not updated: {error}"}, status_code=400)
         state["model_dir"] = body.model_path
         return JSONResponse({"success": True, "message": f"weights updated to version {version}"})
+
+    def loaded() -> dict[str, str]:
+        return {} if adapters is None else {name: a.path for name, a in adapters.loaded.items()}
+
+    async def load_adapter(request: Request) -> JSONResponse:
+        body = LoadLoraBody.model_validate_json(await request.body())
+        if adapters is None:
+            raise ValueError("this server serves no adapters; start it with --enable-lora")
+        await adapters.load(body.lora_name, body.lora_path)
+        return JSONResponse({"success": True, "error_message": None, "loaded_adapters": loaded()})
+
+    async def unload_adapter(request: Request) -> JSONResponse:
+        body = UnloadLoraBody.model_validate_json(await request.body())
+        if adapters is None:
+            raise ValueError("this server serves no adapters; start it with --enable-lora")
+        adapters.unload(body.lora_name)
+        return JSONResponse({"success": True, "error_message": None, "loaded_adapters": loaded()})
 
     async def pause(_: Request) -> JSONResponse:
         engine.pause()
@@ -148,6 +183,8 @@ def build_app(engine: JaxEngine, model_dir: Path, allowed_hosts: Sequence[str] =
         Route("/get_model_info", model_info, methods=["GET"]),
         Route("/generate", answering_failures(generate, generate_error), methods=["POST"]),
         Route("/update_weights_from_disk", answering_failures(update_weights, admin_error), methods=["POST"]),
+        Route("/load_lora_adapter", answering_failures(load_adapter, lora_error), methods=["POST"]),
+        Route("/unload_lora_adapter", answering_failures(unload_adapter, lora_error), methods=["POST"]),
         Route("/pause_generation", pause, methods=["POST"]),
         Route("/continue_generation", resume, methods=["POST"]),
         Route("/flush_cache", flush, methods=["GET", "POST"]),

@@ -14,7 +14,6 @@ target list that wraps nothing is refused rather than training nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import jax
@@ -23,39 +22,9 @@ from flax import nnx
 
 from tbjax.models.layers import Projection
 from tbjax.models.qwen import Qwen
+from tbjax.sections.lora import LoraError, LoraSpec
 
-ATTENTION_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-GATED_DELTANET = ("in_proj_q", "in_proj_k", "in_proj_v", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj")
-PROFILES: dict[str, tuple[str, ...]] = {"attention_mlp": ATTENTION_MLP, "all_linear": ATTENTION_MLP + GATED_DELTANET}
 AdapterPath = tuple[str | int, ...]  # of the adapted Projection inside the model
-
-
-class LoraError(ValueError):
-    """A LoRA setting that cannot act on this model."""
-
-
-@dataclasses.dataclass(frozen=True)
-class LoraSpec:
-    rank: int
-    alpha: float
-    targets: tuple[str, ...] = ("attention_mlp",)
-
-    def __post_init__(self) -> None:
-        if self.rank < 1:
-            raise LoraError(f"lora rank {self.rank}: it must be at least 1")
-        unknown = [t for t in self.targets if t not in PROFILES and t not in ATTENTION_MLP + GATED_DELTANET]
-        if unknown:
-            raise LoraError(f"lora targets {unknown} are neither profiles {sorted(PROFILES)} nor projections "
-                            f"{list(ATTENTION_MLP + GATED_DELTANET)}")
-
-    @property
-    def scale(self) -> float:
-        return self.alpha / self.rank
-
-    @property
-    def modules(self) -> frozenset[str]:
-        """The projection names the targets cover."""
-        return frozenset(name for t in self.targets for name in PROFILES.get(t, (t,)))
 
 
 class Adapter(nnx.Module):
@@ -66,8 +35,10 @@ class Adapter(nnx.Module):
         self.out_shape = tuple(projection.kernel.shape[projection.in_rank:])
         self.in_rank = projection.in_rank
         self.scale = spec.scale
+        # replicated on every device (rank 16 of a 27B's projections is ~0.1% of its weights): no logical axes
+        replicated = {"logical_axes": (None, None)}
         self.lora = nnx.LoRA(math.prod(in_shape), spec.rank, math.prod(self.out_shape), param_dtype=jnp.float32,
-                             rngs=rngs)
+                             rngs=rngs, a_metadata=replicated, b_metadata=replicated)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         flat = x.reshape(*x.shape[:x.ndim - self.in_rank], -1)
@@ -81,6 +52,12 @@ def adapted_projections(model: Qwen) -> dict[AdapterPath, Projection]:
             if isinstance(node, Projection) and node.adapter is not None}
 
 
+def targeted_projections(model: Qwen, modules: frozenset[str]) -> dict[AdapterPath, Projection]:
+    """The projections of `model` whose names are in `modules`, by path."""
+    return {tuple(path): node for path, node in nnx.iter_graph(model)
+            if isinstance(node, Projection) and path and path[-1] in modules}
+
+
 def add_adapters(model: Qwen, spec: LoraSpec, seed: int = 0) -> list[AdapterPath]:
     """Wraps every targeted projection of `model` (in place) and returns their paths. B = 0: the model's output
     is unchanged until the adapters train."""
@@ -90,15 +67,15 @@ def add_adapters(model: Qwen, spec: LoraSpec, seed: int = 0) -> list[AdapterPath
     if any(model.config.is_linear_layer(i) for i in range(model.config.num_layers)):
         raise LoraError("LoRA on Qwen3.5 hybrids is not supported yet: their Gated DeltaNet layers must train "
                         "adapters too, and HF fuses q, k and v into one in_proj_qkv whose adapter shares one A")
-    targets = [(tuple(path), node) for path, node in nnx.iter_graph(model)
-               if isinstance(node, Projection) and path and path[-1] in spec.modules]
+    targets = targeted_projections(model, spec.modules)
     if not targets:
         raise LoraError(f"lora targets {list(spec.targets)} wrap no projection of this model; its projections "
                         f"are {sorted({p[-1] for p, n in nnx.iter_graph(model) if isinstance(n, Projection)})}")
     rngs = nnx.Rngs(params=seed)
-    for _, projection in targets:
+    for projection in targets.values():
         projection.adapter = Adapter(projection, spec, rngs)
-    return [path for path, _ in targets]
+    model.lora_spec = spec  # what a copy of the model needs to carry the same adapters
+    return list(targets)
 
 
 def merge_adapters(model: Qwen) -> None:
@@ -110,3 +87,4 @@ def merge_adapters(model: Qwen) -> None:
         kernel = projection.kernel[...]
         projection.kernel[...] = (kernel.astype(jnp.float32) + delta.reshape(kernel.shape)).astype(kernel.dtype)
         projection.adapter = None
+    model.lora_spec = None

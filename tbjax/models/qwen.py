@@ -80,6 +80,7 @@ class Qwen(nnx.Module):
         self.config = cfg
         self.mesh = mesh
         self.rules = rules or ShardingRules()
+        self.lora_spec = None  # the LoraSpec of its adapters, once tbjax.models.lora.add_adapters adds them
         self.rotary = Rotary(cfg.rope, cfg.rotary_dim)
         self.embed_tokens = make_param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"),
                                        cfg.param_dtype, "normal")

@@ -20,6 +20,7 @@ from flax import nnx
 
 from tbjax.models import Qwen
 from tbjax.models.hf.importer import abstract_model
+from tbjax.models.lora import add_adapters
 from tbjax.parallel.distributed import broadcast_from_driver, gather_to_every_process, is_driver
 from tbjax.trainer.packing import FIELDS, HEAD_INDEX, PackedBatch
 from tbjax.trainer.train_state import Params
@@ -59,11 +60,18 @@ def share_batch(packed: PackedBatch | None, draws: int) -> tuple[PackedBatch | N
 def engine_model(trainer: GRPOTrainer, params: Params) -> Qwen | None:
     """The model the embedded engine serves: the trainer's own view with one process; with several, a
     single-device copy on the driver (None elsewhere). Every process must call it: the gather is collective."""
+    view = trainer.model_for(params)
     if jax.process_count() == 1:
-        return trainer.model_for(params)
-    gathered = gather_to_every_process(params)
+        return view
+    trained, frozen = jax.tree.map(jnp.asarray, gather_to_every_process((params, trainer.frozen)))
     if not is_driver():
         return None
-    graphdef, state = abstract_model(trainer.model_for(params).config)
-    nnx.replace_by_pure_dict(state, jax.tree.map(jnp.asarray, gathered))
-    return nnx.merge(graphdef, state)
+    graphdef, state = abstract_model(view.config)
+    nnx.replace_by_pure_dict(state, frozen if trainer.lora else trained)
+    model = nnx.merge(graphdef, state)
+    if trainer.lora:  # the same adapters on the copy, with the trained values
+        add_adapters(model, view.lora_spec)
+        adapters = nnx.state(model, nnx.LoRAParam)
+        nnx.replace_by_pure_dict(adapters, trained)
+        nnx.update(model, adapters)
+    return model

@@ -38,7 +38,8 @@ from rollout.task_choice import carve, training_tasks, without_heldout
 from tbjax.config import TrainConfig
 from tbjax.engine.configured import embedded_engine
 from tbjax.models import Qwen
-from tbjax.models.hf.versions import publish_weights, version_dir
+from tbjax.models.hf.versions import publish_adapter, publish_weights, version_dir
+from tbjax.models.lora import add_adapters, merge_adapters
 from tbjax.parallel.distributed import is_driver
 from tbjax.trainer.checkpoint import Checkpointer, CheckpointWriteError
 from tbjax.trainer.handover import Handover
@@ -121,6 +122,12 @@ async def _publish(run: Run, version: str) -> float:
         model = engine_model(run.trainer, run.state.params)
         if run.engine is not None:
             await run.engine.set_state(nnx.state(model), version)
+    elif run.trainer.lora:  # the adapters alone reach the servers
+        policy = run.trainer.model_for(run.state.params)
+        path = publish_adapter(policy, policy.lora_spec, run.directory / "adapters", version,
+                               base_model=str(run.model_dir))
+        if run.engine is not None:
+            await run.engine.update_adapter(str(path), version)
     else:
         path = publish_weights(run.trainer.model_for(run.state.params), run.directory / "weights", version,
                                tokenizer_dir=run.model_dir)
@@ -141,7 +148,10 @@ async def _verify_refit(run: Run) -> dict[str, float]:
     """The driver has the engine score the probe: its largest difference, or a RefitError."""
     if run.refit is None or run.engine is None:
         return {}
-    return {"refit_probe_max_diff": await run.refit.verify(run.engine)}
+    metrics = {"refit_probe_max_diff": await run.refit.verify(run.engine)}
+    if run.refit.expected.base_gap is not None:  # LoRA: how far the served adapter takes the probe from the base
+        metrics["refit_probe_base_gap"] = run.refit.expected.base_gap
+    return metrics
 
 
 async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any] | None:
@@ -209,6 +219,8 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
     """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula). With
     `validation.tasks`, `validation_tasks` is the validation split (the pipeline carves it before the warm
     start); None carves it out of the tasks here."""
+    if config.lora.enabled:  # GRPO trains adapters on the model, its weights frozen (tbjax.trainer.update)
+        add_adapters(model, config.lora.spec(), config.lora.seed)
     trainer = make_trainer(config, model)
     tasks = tasks if tasks is not None else training_tasks(config.tasks.source())
     validation = None
@@ -308,8 +320,7 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
             run.metrics.write({**metrics, **validated})
     run.checkpointer.wait()
     await run.handover.to_trainer(run)  # the export reads the state on the devices
-    last = publish_weights(run.trainer.model_for(run.state.params), run.directory / "export", run.step,
-                           tokenizer_dir=run.model_dir)
+    last = publish_weights(_policy(run), run.directory / "export", run.step, tokenizer_dir=run.model_dir)
     export = last
     if best and config.validation.export == "best":
         export = version_dir(run.directory / VALIDATED, best["validation_best_step"])
@@ -349,11 +360,19 @@ async def _validate(run: Run, opener: SessionOpener) -> dict[str, Any]:
         return {}
     verdict = await validation.score(run.step, run.engine, run.interpreter, opener)
     if verdict.new_best and run.config.validation.export == "best":
-        publish_weights(run.trainer.model_for(run.state.params), run.directory / VALIDATED, run.step,
-                        tokenizer_dir=run.model_dir)
+        publish_weights(_policy(run), run.directory / VALIDATED, run.step, tokenizer_dir=run.model_dir)
     if run.step == 0 and run.metrics is not None:
         console.print(f"validation at the start: pass@1 {verdict.score:.3f}")
     return {"validation_pass_at_1": verdict.score, "validation_best_step": verdict.best_step}
+
+
+def _policy(run: Run) -> Qwen:
+    """The current policy as an HF export holds it: under LoRA, its adapters merged into a view's weights (the
+    trainer's base stays as it is)."""
+    model = run.trainer.model_for(run.state.params)
+    if run.trainer.lora:
+        merge_adapters(model)
+    return model
 
 
 def run_training(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,

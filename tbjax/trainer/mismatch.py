@@ -72,16 +72,16 @@ class MismatchMeter:
                 sums.append(self._compare(part.arrays[OLD_LOGPROBS], known["behaviour_logprobs"], known["mask"]))
             else:
                 arrays = batch_on_mesh(self.trainer, {k: part.arrays[k] for k in MEASURED_FIELDS})
-                sums.append(self._measure(params, arrays))
+                sums.append(self._measure(params, self.trainer.frozen, arrays))
         sums = jax.device_get(sums)
         tokens = sum(float(s["tokens"]) for s in sums)
         return {"logprob_gap_max": max(float(s["gap_max"]) for s in sums),
                 "mismatch_kl": sum(float(s["k3"]) for s in sums) / max(tokens, 1.0)}
 
-    def _sums(self, params: Params, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    def _sums(self, params: Params, frozen: Params, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """Scans the micro-batches (one forward pass at a time, as the update does)."""
         def micro_batch(carry: dict[str, jax.Array], micro: dict[str, jax.Array]):
-            logprobs = trainer_logprobs(self.trainer, params, micro, self.trainer.temperature)
+            logprobs = trainer_logprobs(self.trainer, params, frozen, micro, self.trainer.temperature)
             sums = mismatch_sums(logprobs, micro["behaviour_logprobs"], micro["mask"])
             return {"gap_max": jnp.maximum(carry["gap_max"], sums["gap_max"]), "k3": carry["k3"] + sums["k3"],
                     "tokens": carry["tokens"] + sums["tokens"]}, None

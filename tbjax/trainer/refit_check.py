@@ -9,6 +9,10 @@ see is a difference below the tolerance: in bfloat16 one optimizer step may chan
 that, so a replica that kept the previous step's weights is caught by the version it reports, not by its
 log-probs. The probe is scored at temperature 1 on both sides (SGLang scores greedy requests untempered).
 
+Under LoRA only the adapters are published, and a server that never applied them serves the base. So the
+trainer also scores the probe with its adapters off, and `base_gap` says how far the published policy is
+from the base on the probe: once it exceeds the tolerance, a replica that passes is serving the adapter.
+
 The trainer's side is computed while its parameters are on the devices (inside the colocated hand-over's
 refresh, `expect`); the engines are asked once they serve again (`verify`, after the hand-over, when
 colocated servers have their KV cache back).
@@ -25,7 +29,7 @@ from rollout.engines.protocol import Scorer, TokenScores
 from tbjax.trainer.packing import HEAD_INDEX, trained_positions
 from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
 from tbjax.trainer.train_state import Params
-from tbjax.trainer.update import GRPOTrainer
+from tbjax.trainer.update import GRPOTrainer, adapters_off
 
 PROBE_LENGTH = 32
 PROBE_SEED = 20240601
@@ -58,6 +62,7 @@ def probe_batch(tokens: list[int], rows: int) -> dict[str, np.ndarray]:
 class Expected:
     version: str
     logprobs: np.ndarray  # [len - 1] float32, the trainer's
+    base_gap: float | None = None  # under LoRA: the largest difference from the base's (adapters off)
 
 
 class RefitCheck:
@@ -68,15 +73,20 @@ class RefitCheck:
         self.expected: Expected | None = None
         self._score = jax.jit(self._probe_logprobs, out_shardings=replicated(trainer))
 
-    def _probe_logprobs(self, params: Params, batch: dict[str, jax.Array]) -> jax.Array:
+    def _probe_logprobs(self, params: Params, frozen: Params, batch: dict[str, jax.Array]) -> jax.Array:
         micro = {k: batch[k][0] for k in SCORED_FIELDS}
-        return trainer_logprobs(self.trainer, params, micro, 1.0)[0, :len(self.tokens) - 1]
+        return trainer_logprobs(self.trainer, params, frozen, micro, 1.0)[0, :len(self.tokens) - 1]
 
     def expect(self, params: Params, version: str) -> None:
         """The trainer's probe log-probs under `params`, the parameters published as `version`. Every process
         calls it (the parameters are sharded over all of them)."""
-        logprobs = self._score(params, batch_on_mesh(self.trainer, self.batch))
-        self.expected = Expected(version, np.asarray(jax.device_get(logprobs)))
+        batch = batch_on_mesh(self.trainer, self.batch)
+        logprobs = np.asarray(jax.device_get(self._score(params, self.trainer.frozen, batch)))
+        gap = None
+        if self.trainer.lora:
+            base = np.asarray(jax.device_get(self._score(adapters_off(params), self.trainer.frozen, batch)))
+            gap = float(np.max(np.abs(logprobs - base)))
+        self.expected = Expected(version, logprobs, gap)
 
     async def verify(self, engine: Scorer) -> float:
         """Every replica's probe log-probs against the expected ones; the largest difference, or RefitError."""

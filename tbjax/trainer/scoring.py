@@ -21,12 +21,12 @@ from tbjax.trainer.update import GRPOTrainer
 SCORED_FIELDS = ("tokens", "positions", "segments", "targets", HEAD_INDEX)
 
 
-def trainer_logprobs(trainer: GRPOTrainer, params: Params, micro: dict[str, jax.Array],
+def trainer_logprobs(trainer: GRPOTrainer, params: Params, frozen: Params, micro: dict[str, jax.Array],
                      temperature: float) -> jax.Array:
     """One micro-batch's packed arrays (SCORED_FIELDS; [rows, len], HEAD_INDEX [shards, head_tokens]) ->
     log p(target) at `temperature` [rows, len] float32, zero at positions HEAD_INDEX does not list. Traced
-    inside the caller's jit."""
-    model = trainer.model_for(params)
+    inside the caller's jit, which takes the trainer's `frozen` base weights as an argument."""
+    model = trainer.model_for(params, frozen)
     hidden = model.hidden_states(micro["tokens"], micro["positions"], micro["segments"])
     table = (model.embed_tokens if model.lm_head is None else model.lm_head)[...]
     return trained_logprobs(hidden, table, micro["targets"], micro[HEAD_INDEX], temperature,

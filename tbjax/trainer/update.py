@@ -34,6 +34,11 @@ compare against:
 - KL (`LossConfig.kl_coef` > 0): the same forward program with the reference parameters (the policy's at the
   start of training, `keep_reference`, kept on the device or in pinned host memory) gives REF_LOGPROBS once
   per batch, for the k1 or k3 penalty of tbjax.trainer.objective.
+
+A model with LoRA adapters (tbjax.models.lora) trains its adapters alone: the train state's parameters, their
+gradients and AdamW's moments are the adapters' (`nnx.LoRAParam`, float32, so no master copy), and the base
+weights stay `frozen` on the trainer in their own dtype, an argument of every program and never donated. The KL
+reference is the same model with its adapters off (adapters of zeros): no second copy of the weights.
 """
 
 from __future__ import annotations
@@ -99,8 +104,13 @@ class GRPOTrainer:
         self.loss, self.temperature, self.logprob_chunk = loss or LossConfig(), temperature, logprob_chunk
         self.ppo_epochs, self.mini_batches, self.reference_placement = ppo_epochs, mini_batches, reference_placement
         self.reference: Params | None = None  # the KL reference's parameters (keep_reference)
-        self.graphdef, abstract = nnx.split(nnx.eval_shape(lambda: model))
+        abstract_model = nnx.eval_shape(lambda: model)
+        # what the update trains: the adapters where the model has any, else every parameter (module docstring)
+        self.lora = bool(jax.tree.leaves(nnx.state(abstract_model, nnx.LoRAParam)))
+        self.trains = nnx.LoRAParam if self.lora else nnx.Param
+        self.graphdef, abstract, self.abstract_frozen = nnx.split(abstract_model, self.trains, ...)
         self.abstract_state = abstract
+        self.frozen: Params = {}  # the base weights under LoRA (init_state), read by every program, never updated
         optim = optim or OptimConfig()
         self.optimizer = make_optimizer(optim)
         self.keeps_master = keeps_master(nnx.to_pure_dict(abstract), optim.master_dtype)
@@ -110,26 +120,33 @@ class GRPOTrainer:
         self.rules = rules or model.rules  # the model's activations and the state must agree
         if self.mesh is not None:
             self.param_shardings = nnx.to_pure_dict(param_shardings(abstract, self.mesh, self.rules))
+            self.frozen_shardings = nnx.to_pure_dict(param_shardings(self.abstract_frozen, self.mesh, self.rules))
             self.batch_sharding = NamedSharding(
                 self.mesh, PartitionSpec(None, self.rules.mesh_axes("batch") or None, None))
         else:
-            self.param_shardings = self.batch_sharding = None
+            self.param_shardings = self.frozen_shardings = self.batch_sharding = None
         self._zeros, self._accumulate, self._apply, self._forward = self._compile()
 
     # --------------------------------------------------------------- state
     def init_state(self, model: Qwen) -> TrainState:
         """The state takes over the model's parameter buffers (the update donates them): use `model_for`
-        for a model over the current parameters afterwards."""
-        params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+        for a model over the current parameters afterwards. Under LoRA the state holds the adapters, and the
+        base weights become the trainer's `frozen` (on its shardings)."""
+        _, trained, frozen = nnx.split(model, self.trains, ...)
+        params = nnx.to_pure_dict(trained)
+        self.frozen = nnx.to_pure_dict(frozen)
+        if self.mesh is not None:
+            self.frozen = jax.device_put(self.frozen, self.frozen_shardings)
         master = jax.jit(to_f32)(params) if self.keeps_master else None
         opt_state = jax.jit(self.optimizer.init)(to_f32(params))
         return TrainState(params, opt_state, jnp.zeros((), jnp.int32), master)
 
-    def model_for(self, params: Params) -> Qwen:
-        """A model view over `params` (for engines and evaluation); shares the arrays."""
-        state = jax.tree.map(lambda x: x, self.abstract_state)
-        nnx.replace_by_pure_dict(state, params)
-        return nnx.merge(self.graphdef, state)
+    def model_for(self, params: Params, frozen: Params | None = None) -> Qwen:
+        """A model view over `params` and the base weights (for engines and evaluation); shares the arrays.
+        Inside a traced program, pass the program's own `frozen` argument: a closed-over base would be
+        captured as constants."""
+        return _view(self.graphdef, self.abstract_state, self.abstract_frozen, params,
+                     self.frozen if frozen is None else frozen)
 
     @property
     def rows_multiple(self) -> int:
@@ -157,7 +174,11 @@ class GRPOTrainer:
     def keep_reference(self, params: Params) -> None:
         """Keeps a copy of `params` (the policy at the start of training) as the KL reference: sharded like the
         policy, in device memory or, with reference_placement "host", in pinned host memory (on the device,
-        logged, where the backend has none). A copy, because the update donates the policy's buffers."""
+        logged, where the backend has none). A copy, because the update donates the policy's buffers. Under
+        LoRA the reference is the base, the adapters off: adapters of zeros, wherever `params` started."""
+        if self.lora:
+            self.reference = adapters_off(params)
+            return
         if self.reference_placement == "host" and self._host_offload.supported:
             self.reference = self._host_offload.to_host(params, free=False)
             return
@@ -224,7 +245,7 @@ class GRPOTrainer:
     def logprobs(self, params: Params, batch: PackedBatch) -> jax.Array:
         """Per-token float32 log-probs of `batch`'s trained targets under `params`, [micro_batches, rows,
         row_len] like its FIELDS (0 where nothing is trained): one forward pass, no gradient."""
-        return jnp.concatenate([self._forward(params, chunk) for chunk in self._calls(batch.arrays)])
+        return jnp.concatenate([self._forward(params, self.frozen, chunk) for chunk in self._calls(batch.arrays)])
 
     def gradients(self, params: Params, batch: dict[str, Any], denominator: jax.Array) -> tuple[Params, Sums]:
         """The float32 gradient of the batch loss and the metric sums (what `update` applies), for tests and
@@ -235,7 +256,7 @@ class GRPOTrainer:
     def _accumulate_all(self, params: Params, batch: dict[str, Any]) -> tuple[Params, Sums]:
         grads, sums = self._zeros()
         for chunk in self._calls(batch):
-            grads, sums = self._accumulate(params, grads, sums, chunk)
+            grads, sums = self._accumulate(params, self.frozen, grads, sums, chunk)
         return grads, sums
 
     def _calls(self, batch: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -274,27 +295,28 @@ class GRPOTrainer:
                                                  sharding=self.batch_sharding)
         state = self.state_shapes()
         grads, sums = jax.eval_shape(self._zeros)
+        frozen = nnx.to_pure_dict(self.abstract_frozen)
         if self.param_shardings is not None:
-            grads = jax.tree.map(lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
-                                 grads, self.param_shardings)
-        return UpdatePrograms(self._accumulate.lower(state.params, grads, sums, batch),
+            on = lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding)  # noqa: E731
+            grads = jax.tree.map(on, grads, self.param_shardings)
+            frozen = jax.tree.map(on, frozen, self.frozen_shardings)
+        return UpdatePrograms(self._accumulate.lower(state.params, frozen, grads, sums, batch),
                               self._apply.lower(state, grads, sums, jax.ShapeDtypeStruct((), jnp.float32)))
 
     def _compile(self):
         loss_config, temperature, chunk = self.loss, self.temperature, self.logprob_chunk
-        optimizer, graphdef, abstract = self.optimizer, self.graphdef, self.abstract_state
+        optimizer, graphdef, abstract, abstract_frozen = self.optimizer, self.graphdef, self.abstract_state, \
+            self.abstract_frozen
         compute_dtype = self.compute_dtype
 
-        def micro_logprobs(params: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            state = jax.tree.map(lambda x: x, abstract)
-            nnx.replace_by_pure_dict(state, params)
-            model = nnx.merge(graphdef, state)
+        def micro_logprobs(params: Params, frozen: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            model = _view(graphdef, abstract, abstract_frozen, params, frozen)
             hidden = model.hidden_states(micro["tokens"], micro["positions"], micro["segments"])
             table = (model.embed_tokens if model.lm_head is None else model.lm_head)[...]
             return trained_logprobs(hidden, table, micro["targets"], micro[HEAD_INDEX], temperature, chunk)
 
-        def micro_terms(params: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, Sums]:
-            terms = loss_terms(*micro_logprobs(params, micro), micro, loss_config)
+        def micro_terms(params: Params, frozen: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, Sums]:
+            terms = loss_terms(*micro_logprobs(params, frozen, micro), micro, loss_config)
             return terms["loss"], terms
 
         def zeros() -> tuple[Params, Sums]:
@@ -305,21 +327,22 @@ class GRPOTrainer:
             sums = jax.eval_shape(functools.partial(loss_terms, config=loss_config), one, one, token)
             return grads, jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), sums)
 
-        def accumulate(params: Params, grads: Params, sums: Sums, batch: dict[str, jax.Array]) -> tuple[Params, Sums]:
+        def accumulate(params: Params, frozen: Params, grads: Params, sums: Sums,
+                       batch: dict[str, jax.Array]) -> tuple[Params, Sums]:
             # differentiated where the forward pass computes: bfloat16 parameters under float32 compute get
             # float32 gradients, not ones rounded to the parameters' dtype before they are summed
             wide = jax.tree.map(lambda p: p.astype(jnp.promote_types(p.dtype, compute_dtype)), params)
 
             def micro_batch(carry: tuple[Params, Sums], micro: dict[str, jax.Array]):
                 grads, sums = carry
-                g, terms = jax.grad(micro_terms, has_aux=True)(wide, micro)
+                g, terms = jax.grad(micro_terms, has_aux=True)(wide, frozen, micro)
                 grads = jax.tree.map(lambda a, b: a + b.astype(jnp.float32), grads, g)
                 return (grads, {k: sums[k] + terms[k] for k in sums}), None
 
             return jax.lax.scan(micro_batch, (grads, sums), batch)[0]
 
-        def forward(params: Params, batch: dict[str, jax.Array]) -> jax.Array:
-            return jax.lax.scan(lambda _, micro: (None, micro_logprobs(params, micro)[0]), None, batch)[1]
+        def forward(params: Params, frozen: Params, batch: dict[str, jax.Array]) -> jax.Array:
+            return jax.lax.scan(lambda _, micro: (None, micro_logprobs(params, frozen, micro)[0]), None, batch)[1]
 
         def apply(state: TrainState, grads: Params, sums: Sums, denominator: jax.Array) -> tuple[TrainState, Sums]:
             grads = jax.tree.map(lambda g: g / denominator, grads)
@@ -332,15 +355,16 @@ class GRPOTrainer:
                     {**sums, "grad_norm": optax.tree.norm(grads)})
 
         if self.mesh is None:
-            return (jax.jit(zeros), jax.jit(accumulate, donate_argnums=(1, 2)),
+            return (jax.jit(zeros), jax.jit(accumulate, donate_argnums=(2, 3)),
                     jax.jit(apply, donate_argnums=(0,)), jax.jit(forward))
-        params, state, batch = self.param_shardings, self._state_shardings(), self.batch_sharding
+        params, frozen, state, batch = self.param_shardings, self.frozen_shardings, self._state_shardings(), \
+            self.batch_sharding
         return (jax.jit(zeros, out_shardings=(params, None)),
-                jax.jit(accumulate, in_shardings=(params, params, None, batch), out_shardings=(params, None),
-                        donate_argnums=(1, 2)),
+                jax.jit(accumulate, in_shardings=(params, frozen, params, None, batch), out_shardings=(params, None),
+                        donate_argnums=(2, 3)),
                 jax.jit(apply, in_shardings=(state, params, None, None), out_shardings=(state, None),
                         donate_argnums=(0,)),
-                jax.jit(forward, in_shardings=(params, batch), out_shardings=batch))
+                jax.jit(forward, in_shardings=(params, frozen, batch), out_shardings=batch))
 
     def _state_shardings(self) -> TrainState:
         return TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(self.mesh, PartitionSpec()),
@@ -361,6 +385,20 @@ class GRPOTrainer:
         if self.mesh is None:
             return state
         return jax.device_put(state, self._state_shardings())
+
+
+def adapters_off(params: Params) -> Params:
+    """LoRA adapters of zeros in the shape and placement of `params`: with them, the model is its base."""
+    return jax.tree.map(lambda x: jnp.zeros_like(x, device=x.sharding), params)
+
+
+def _view(graphdef: nnx.GraphDef, abstract: nnx.State, abstract_frozen: nnx.State, params: Params,
+          frozen: Params) -> Qwen:
+    """The model over the trained `params` and the `frozen` rest (empty unless LoRA), sharing their arrays."""
+    trained, rest = jax.tree.map(lambda x: x, abstract), jax.tree.map(lambda x: x, abstract_frozen)
+    nnx.replace_by_pure_dict(trained, params)
+    nnx.replace_by_pure_dict(rest, frozen)
+    return nnx.merge(graphdef, trained, rest)
 
 
 def _with_array(batch: PackedBatch, name: str, values: jax.Array) -> PackedBatch:

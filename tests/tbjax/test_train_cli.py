@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import safetensors
 import transformers
 from rich.console import Console
 
@@ -94,6 +95,30 @@ def test_mesh_that_does_not_fit_the_machine_is_a_clear_error(tmp_path):
     result = run("--mesh", "3x8", cwd=tmp_path)
     assert result.returncode == 2
     assert "needs 24 devices but 1 are available" in result.stdout
+
+
+def test_lora_grpo_run_checkpoints_resumes_and_exports_the_merged_policy(tmp_path):
+    """`lora.rank` through the CLI: one GRPO step on adapters, its checkpoint resumed by a second call, and an HF
+    export with the adapters merged in (plain transformers weights, no adapter keys)."""
+    result = run(*SHORT, *GRPO_ONLY, "lora.rank=4", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "done: 1 steps" in result.stdout
+    again = run(*SHORT, *GRPO_ONLY, "lora.rank=4", cwd=tmp_path)
+    assert again.returncode == 0 and "done: 1 steps" in again.stdout, again.stdout + again.stderr
+    export = tmp_path / "runs/default/export/v1"
+    keys = safetensors.safe_open(export / "model.safetensors", "np").keys()
+    assert keys and not [k for k in keys if "lora" in k]
+    assert transformers.AutoModelForCausalLM.from_pretrained(export).config.hidden_size == 64
+
+
+def test_lora_settings_that_cannot_act_are_refused():
+    with pytest.raises(ConfigError, match="lora.dropout=0.1: GRPO's ratio"):
+        load_config(overrides=["lora.rank=16", "lora.dropout=0.1"])
+    with pytest.raises(ConfigError, match="lora.alpha has no effect with lora.rank=0"):
+        load_config(overrides=["lora.alpha=16"])
+    with pytest.raises(ConfigError, match="lora targets \\['qkv'\\] are neither profiles"):
+        load_config(overrides=["lora.rank=16", "lora.targets=[qkv]"])
+    assert load_config(overrides=["lora.rank=16"]).fingerprint() != load_config().fingerprint()
 
 
 def test_bad_overrides_name_the_key():

@@ -27,6 +27,7 @@ from tbjax.models.hf.layout import UNMODELLED_PARTS, hf_layouts
 from tbjax.models.hf.safetensors_reader import INDEX_FILE, SINGLE_FILE, SafetensorsReader
 from tbjax.models.qwen import Qwen
 from tbjax.parallel.distributed import is_driver
+from tbjax.sections.lora import LoraError
 
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
@@ -87,7 +88,12 @@ def save_pretrained(
     max_shard_bytes: int = DEFAULT_SHARD_BYTES,
     tokenizer_dir: str | Path | None = None,
 ) -> Path:
-    """Writes `model` to `out_dir` in HF format. dtype defaults to the checkpoint's own (config.json)."""
+    """Writes `model` to `out_dir` in HF format. dtype defaults to the checkpoint's own (config.json). A model
+    with LoRA adapters is refused: HF's weights have no place for them, and dropping them would save the base."""
+    if model.lora_spec is not None:
+        raise LoraError("the model carries LoRA adapters, which an HF checkpoint cannot hold: merge them first "
+                        "(tbjax.models.lora.merge_adapters) or save the adapter alone "
+                        "(tbjax.models.hf.peft_adapter.save_adapter)")
     out = Path(out_dir)
     writer = is_driver()
     np_dtype = _export_dtype(model, dtype)

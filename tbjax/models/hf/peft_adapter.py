@@ -14,24 +14,33 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from tbjax.models.hf.layout import hf_layouts
-from tbjax.models.lora import AdapterPath, LoraError, LoraSpec, adapted_projections, add_adapters
+from tbjax.models.layers import Projection
+from tbjax.models.lora import AdapterPath, adapted_projections, add_adapters, targeted_projections
 from tbjax.models.qwen import Qwen
+from tbjax.sections.lora import LoraError, LoraSpec
 
 CONFIG = "adapter_config.json"
 WEIGHTS = "adapter_model.safetensors"
 PREFIX = "base_model.model."
 
 
-def _module_names(model: Qwen) -> dict[AdapterPath, str]:
-    """Adapted projection path -> its HF module name (model.layers.3.self_attn.q_proj)."""
+def _projections(model: Qwen, modules: frozenset[str] | None = None) -> dict[AdapterPath, Projection]:
+    """The projections named in `modules` by path (None: the adapted ones)."""
+    return adapted_projections(model) if modules is None else targeted_projections(model, modules)
+
+
+def _module_names(model: Qwen, modules: frozenset[str] | None = None) -> dict[AdapterPath, str]:
+    """Projection path -> its HF module name (model.layers.3.self_attn.q_proj), for the projections named in
+    `modules` (None: the adapted ones)."""
     layouts = hf_layouts(model.config)
     return {path: str(layouts[(*path, "kernel")].names.item()).removesuffix(".weight")
-            for path in adapted_projections(model)}
+            for path in _projections(model, modules)}
 
 
 def save_adapter(model: Qwen, spec: LoraSpec, out: Path, base_model: str = "") -> Path:
@@ -43,8 +52,8 @@ def save_adapter(model: Qwen, spec: LoraSpec, out: Path, base_model: str = "") -
     tensors = {}
     for path, projection in projections.items():
         lora = projection.adapter.lora
-        tensors[f"{PREFIX}{names[path]}.lora_A.weight"] = np.ascontiguousarray(np.asarray(lora.lora_a[...]).T)
-        tensors[f"{PREFIX}{names[path]}.lora_B.weight"] = np.ascontiguousarray(np.asarray(lora.lora_b[...]).T)
+        tensors[f"{PREFIX}{names[path]}.lora_A.weight"] = np.ascontiguousarray(_local(lora.lora_a[...]).T)
+        tensors[f"{PREFIX}{names[path]}.lora_B.weight"] = np.ascontiguousarray(_local(lora.lora_b[...]).T)
     out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out / WEIGHTS), metadata={"format": "pt"})
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": base_model,
@@ -54,6 +63,14 @@ def save_adapter(model: Qwen, spec: LoraSpec, out: Path, base_model: str = "") -
               "modules_to_save": None, "inference_mode": True}
     (out / CONFIG).write_text(json.dumps(config, indent=2))
     return out
+
+
+def _local(value: Any) -> np.ndarray:
+    """An adapter tensor in this process's memory: adapters are replicated, so on a multi-host mesh any local
+    shard is the whole tensor (np.asarray refuses an array that spans processes)."""
+    if isinstance(value, jax.Array) and not value.is_fully_addressable:
+        return np.asarray(value.addressable_data(0))
+    return np.asarray(value)
 
 
 def _spec(config: dict[str, Any], source: Path) -> LoraSpec:
@@ -69,13 +86,16 @@ def _spec(config: dict[str, Any], source: Path) -> LoraSpec:
     targets = config.get("target_modules")
     if isinstance(targets, str) or not targets:
         raise LoraError(f"{source}: target_modules must list module names, got {targets!r}")
-    return LoraSpec(rank=int(config["r"]), alpha=float(config["lora_alpha"]), targets=tuple(sorted(targets)))
+    rank, alpha = config.get("r"), config.get("lora_alpha")
+    if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(alpha, int | float) \
+            or isinstance(alpha, bool):
+        raise LoraError(f"{source}: r must be an integer and lora_alpha a number, got {rank!r} and {alpha!r}")
+    return LoraSpec(rank=rank, alpha=float(alpha), targets=tuple(sorted(targets)))
 
 
-def load_adapter(model: Qwen, directory: Path) -> LoraSpec:
-    """Adds the adapters saved in PEFT's format at `directory` to `model` (in place); returns their spec.
-    Every adapted projection must find its A and B with the right shapes, and every tensor in the file must
-    find its projection."""
+def read_adapter(directory: Path) -> tuple[LoraSpec, dict[str, np.ndarray]]:
+    """The spec and tensors (PEFT's names and layout) of the adapter saved at `directory`, checked for what
+    tbjax computes the same way; LoraError naming the problem otherwise."""
     directory = Path(directory)
     if not (directory / CONFIG).is_file() or not (directory / WEIGHTS).is_file():
         raise LoraError(f"{directory} holds no PEFT adapter: it needs {CONFIG} and {WEIGHTS}")
@@ -86,23 +106,51 @@ def load_adapter(model: Qwen, directory: Path) -> LoraSpec:
         raise LoraError(f"{directory}: unreadable adapter ({error}); save it again") from error
     if not isinstance(config, dict):
         raise LoraError(f"{directory / CONFIG}: expected a JSON object")
-    spec = _spec(config, directory / CONFIG)
+    return _spec(config, directory / CONFIG), tensors
+
+
+def adapter_values(model: Qwen, spec: LoraSpec, tensors: dict[str, np.ndarray],
+                   source: Path) -> dict[AdapterPath, tuple[np.ndarray, np.ndarray]]:
+    """PEFT's tensors as (A [in, rank], B [rank, out]) float32 by the path of `model`'s projection each adapts.
+    Every tensor must name a projection of `model` and come with its partner, in the shapes `spec` gives."""
+    names = {name: path for path, name in _module_names(model, spec.modules).items()}
+    projections = _projections(model, spec.modules)
+    values: dict[AdapterPath, tuple[np.ndarray, np.ndarray]] = {}
+    for key in tensors:
+        module = key.removeprefix(PREFIX).rsplit(".", 2)[0] if key.startswith(PREFIX) else None
+        if module not in names or not key.endswith((".lora_A.weight", ".lora_B.weight")):
+            raise LoraError(f"{source / WEIGHTS}: {key} names no projection of this model that "
+                            f"target_modules {sorted(spec.modules)} adapt")
+    for name, path in names.items():
+        a, b = (tensors.get(f"{PREFIX}{name}.{part}.weight") for part in ("lora_A", "lora_B"))
+        if a is None and b is None:
+            continue
+        if a is None or b is None:
+            raise LoraError(f"{source / WEIGHTS}: {name} has lora_{'A' if a is None else 'B'} missing")
+        kernel = projections[path].kernel.shape
+        fan_in = int(np.prod(kernel[:projections[path].in_rank]))
+        want_a, want_b = (spec.rank, fan_in), (int(np.prod(kernel)) // fan_in, spec.rank)
+        if a.shape != want_a or b.shape != want_b:
+            raise LoraError(f"{name}: lora_A {a.shape} and lora_B {b.shape} where this model needs {want_a} and "
+                            f"{want_b} (r={spec.rank})")
+        values[path] = (a.T.astype(np.float32), b.T.astype(np.float32))
+    if not values:
+        raise LoraError(f"{source / WEIGHTS}: no adapter tensor for this model")
+    return values
+
+
+def load_adapter(model: Qwen, directory: Path) -> LoraSpec:
+    """Adds the adapters saved in PEFT's format at `directory` to `model` (in place); returns their spec.
+    Every adapted projection must find its A and B with the right shapes, and every tensor in the file must
+    find its projection."""
+    directory = Path(directory)
+    spec, tensors = read_adapter(directory)
+    values = adapter_values(model, spec, tensors, directory)
     add_adapters(model, spec)
-    names = _module_names(model)
-    unused = set(tensors)
     for path, projection in adapted_projections(model).items():
+        if path not in values:
+            raise LoraError(f"{directory / WEIGHTS} has no adapter for {'.'.join(map(str, path))}: the adapter "
+                            "does not cover this model")
         lora = projection.adapter.lora
-        for part, variable in (("lora_A", lora.lora_a), ("lora_B", lora.lora_b)):
-            key = f"{PREFIX}{names[path]}.{part}.weight"
-            if key not in tensors:
-                raise LoraError(f"{directory / WEIGHTS} has no {key}: the adapter does not cover this model")
-            value = tensors[key].T
-            if value.shape != variable.shape:
-                raise LoraError(f"{key}: shape {tensors[key].shape[::-1]} where this model needs "
-                                f"{variable.shape[::-1]} (r={spec.rank})")
-            variable[...] = value.astype(np.float32)
-            unused.discard(key)
-    if unused:
-        raise LoraError(f"{directory / WEIGHTS}: {len(unused)} tensors name no adapted projection of this model, "
-                        f"e.g. {sorted(unused)[0]}")
+        lora.lora_a[...], lora.lora_b[...] = values[path]
     return spec

@@ -1,5 +1,5 @@
-"""Weight publication: the trained policy as an HF safetensors directory `root/v{version}` that rollout
-engines load, and an atomic `latest` pointer.
+"""Weight publication: the trained policy as an HF safetensors directory `root/v{version}` (or, under LoRA, its
+adapters as a PEFT directory) that rollout engines load, and an atomic `latest` pointer.
 
 Readers never see a half-written version, and `latest` names a complete one wherever the publishing process
 dies (SIGKILL, a preempted machine): the directory is written under a hidden staging name and renamed, then
@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
 
 from tbjax.models import Qwen, save_pretrained
 from tbjax.models.hf.config_v4 import write_transformers4_config
+from tbjax.models.hf.peft_adapter import save_adapter
 from tbjax.parallel.distributed import barrier, is_driver
+from tbjax.sections.lora import LoraSpec
 
 LATEST = "latest"
 STAGING = ".partial"  # suffix of a version being written
@@ -38,21 +41,39 @@ def publish_weights(model: Qwen, root: str | Path, version: int | str, *, tokeni
                     dtype: str | None = None, transformers4_config: bool = False) -> Path:
     """Writes `model` as root/v{version} (HF format) and points root/latest at it. Returns the directory.
     `transformers4_config`: config.json for servers that pin transformers 4 (sglang-jax)."""
+    def write(staging: Path) -> None:
+        save_pretrained(model, staging, tokenizer_dir=tokenizer_dir, dtype=dtype)
+        if transformers4_config and is_driver():
+            write_transformers4_config(staging)
+    return _publish(root, version, write, every_process=True)
+
+
+def publish_adapter(model: Qwen, spec: LoraSpec, root: str | Path, version: int | str, *,
+                    base_model: str = "") -> Path:
+    """Writes `model`'s LoRA adapters as root/v{version} in PEFT's format (what SGLang's /load_lora_adapter
+    reads) and points root/latest at it, as `publish_weights` does for whole models. The adapters are
+    replicated, so the driver alone writes them."""
+    return _publish(root, version, lambda staging: save_adapter(model, spec, staging, base_model=base_model),
+                    every_process=False)
+
+
+def _publish(root: str | Path, version: int | str, write: Callable[[Path], object], every_process: bool) -> Path:
+    """Runs `write(staging)` (on every process, or the driver alone), then moves the staging directory into
+    place as root/v{version} and points `latest` at it (the module docstring's protocol)."""
     root = Path(root)
     final = version_dir(root, version)
     staging = root / f".{final.name}{STAGING}"
     if is_driver():
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)  # a killed publish's; `latest` never names a staging directory
-    save_pretrained(model, staging, tokenizer_dir=tokenizer_dir, dtype=dtype)
+    if every_process or is_driver():
+        write(staging)
     if is_driver():
-        if transformers4_config:
-            write_transformers4_config(staging)
         _move_into_place(staging, final)
         _point_latest_at(final)
         _remove_leftovers(root)
     if jax.process_count() > 1:
-        barrier(f"published weights v{version}")
+        barrier(f"published v{version} to {root}")
     return final
 
 

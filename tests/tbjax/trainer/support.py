@@ -24,3 +24,13 @@ def synthetic_groups(seed: int = 0, groups: int = 3, size: int = 4) -> list[list
 
 def flat(tree) -> np.ndarray:
     return np.concatenate([np.ravel(np.asarray(x)) for x in jax.tree.leaves(tree)])
+
+
+def graded_groups(seed: int = 0, groups: int = 3, size: int = 4):
+    """synthetic_groups with rewards drawn from [0, 1): advantages of either sign and of many sizes."""
+    rng = np.random.default_rng(seed + 100)
+    result = synthetic_groups(seed, groups, size)
+    for group in result:
+        for t in group:
+            t.reward = float(rng.random())
+    return result

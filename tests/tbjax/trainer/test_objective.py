@@ -20,19 +20,10 @@ from tbjax.trainer.objective import OLD_LOGPROBS
 from tbjax.trainer.packing import batch_from_groups, split_episodes
 from tbjax.trainer.train_state import TrainState
 from tbjax.trainer.update import GRPOTrainer
-from tests.tbjax.trainer.support import flat, synthetic_groups
+from tests.tbjax.trainer.support import flat, graded_groups
+from tests.tbjax.trainer.torch_reference import TIS_CAP, group_advantages, torch_loss, with_behaviour_near
 
 FAST = OptimConfig(learning_rate=1e-2)  # large enough that one step moves ratios out of [0.8, 1.28]
-
-
-def graded_groups(seed: int = 0, groups: int = 3, size: int = 4):
-    """synthetic_groups with rewards drawn from [0, 1): advantages of either sign and of many sizes."""
-    rng = np.random.default_rng(seed + 100)
-    result = synthetic_groups(seed, groups, size)
-    for group in result:
-        for t in group:
-            t.reward = float(rng.random())
-    return result
 
 
 def copied(state: TrainState) -> TrainState:
@@ -233,42 +224,6 @@ def test_several_steps_with_a_host_reference_on_3x8_equal_single_device(tiny):
 
 
 # ----------------------------------------------------------------------------- the gradient, checked by torch
-TIS_CAP = 2.0
-
-
-def torch_logprobs(model: torch.nn.Module, ids: list[int]) -> torch.Tensor:
-    """Log-probs of tokens 1.. of one episode, run alone through the transformers model."""
-    logits = model(torch.tensor([ids])).logits[0, :-1]
-    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
-
-
-def torch_loss(model: torch.nn.Module, episodes, advantages: np.ndarray, loss: LossConfig) -> torch.Tensor:
-    """The token-mean clipped objective with TIS: old log-probs = detached current ones, TIS weight =
-    min(exp(old - behaviour), cap), detached."""
-    total, tokens = torch.zeros(()), 0
-    for t, advantage in zip(episodes, advantages, strict=True):
-        logprobs = torch_logprobs(model, t.token_ids)
-        mask, behaviour = torch.tensor(t.loss_mask[1:], dtype=torch.float32), torch.tensor(t.logprobs[1:])
-        old = logprobs.detach()
-        ratio = torch.exp(logprobs - old)
-        term = torch.maximum(-advantage * ratio, -advantage * ratio.clamp(1 - loss.clip_low, 1 + loss.clip_high))
-        tis = torch.clamp(torch.exp(old - behaviour), max=loss.tis_cap)
-        total = total + torch.sum(term * tis * mask)
-        tokens += int(mask.sum())
-    return total / tokens
-
-
-def with_behaviour_near(model: torch.nn.Module, groups, seed: int):
-    """Behaviour log-probs = the model's own plus N(0, 1) noise: TIS weights spread around 1, about a quarter
-    truncated at the cap."""
-    rng = np.random.default_rng(seed)
-    for t in (t for group in groups for t in group):
-        with torch.no_grad():
-            own = torch_logprobs(model, t.token_ids).numpy()
-        t.logprobs = [0.0] + [float(x) for x in own + rng.normal(0.0, 1.0, own.shape)]
-    return groups
-
-
 def test_gradient_matches_torch_on_transformers_qwen3(tiny):
     """The trainer's gradient of the GRPO loss equals torch autograd through transformers' Qwen3, each episode
     run alone (no packing), to 1e-4 of each tensor's largest gradient, for one micro-batch and for several.
@@ -279,11 +234,9 @@ def test_gradient_matches_torch_on_transformers_qwen3(tiny):
     hf = transformers.AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
     groups = with_behaviour_near(hf, graded_groups(seed=3, groups=2), seed=3)
     episodes = [t for group in groups for t in group]
-    advantages = np.concatenate([
-        np.asarray([[t.reward for t in g]]) for g in groups]).astype(np.float64)
-    advantages = (advantages - advantages.mean(1, keepdims=True)) / (advantages.std(1, keepdims=True) + 1e-6)
+    advantages = group_advantages(groups)
     assert (advantages > 0).any() and (advantages < 0).any() and not np.allclose(np.abs(advantages), 1.0)
-    torch_loss(hf, episodes, advantages.ravel().astype(np.float32), loss).backward()
+    torch_loss(hf, episodes, advantages, loss).backward()
     expected = {name: p.grad.numpy() for name, p in hf.named_parameters()}
     model = from_pretrained(tiny)
     trainer = GRPOTrainer(model, loss, logprob_chunk=512)
