@@ -34,6 +34,14 @@ class LoraSpec:
             raise LoraError(f"lora targets {unknown} are neither profiles {sorted(PROFILES)} nor projections "
                             f"{list(ATTENTION_MLP + GATED_DELTANET)}")
 
+    def to_record(self) -> dict[str, object]:
+        """What a checkpoint keeps of the spec, so that its adapters can be exported without the run's config."""
+        return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets)}
+
+    @classmethod
+    def from_record(cls, record: dict[str, object]) -> LoraSpec:
+        return cls(rank=int(record["rank"]), alpha=float(record["alpha"]), targets=tuple(record["targets"]))
+
     @property
     def scale(self) -> float:
         return self.alpha / self.rank

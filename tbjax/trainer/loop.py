@@ -183,7 +183,7 @@ async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any]
     if run.checkpointer.due(run.step, final):
         run.checkpointer.save(run.step, run.state, run.iterator.get_state(), {
             "fingerprint": config.fingerprint(), "tasks": task_manifest_hash(run.tasks), "seed": config.rollout.seed,
-            "draws": run.draws})
+            "draws": run.draws, **({"lora": config.lora.spec().to_record()} if config.lora.enabled else {})})
     save_s = time.perf_counter() - start
     start = time.perf_counter()
     refit: dict[str, float] = {}

@@ -19,6 +19,8 @@ from flax import nnx
 
 from tbjax.models import ModelConfig, Qwen, from_pretrained
 from tbjax.models.hf.importer import abstract_model
+from tbjax.models.lora import add_adapters
+from tbjax.sections.lora import LoraSpec
 from tbjax.trainer.checkpoint import BrokenCheckpointError, Checkpointer, Restored
 
 CHECKPOINTS = "checkpoints"  # a run directory's, as tbjax.trainer.loop and tbjax.warmstart.warm_start name it
@@ -87,20 +89,26 @@ def _shape(shape: tuple[int, ...] | None) -> str:
     return "absent" if shape is None else f"of shape {shape}"
 
 
-def checkpoint_model(params: dict[str, Any], model_dir: Path) -> Qwen:
-    """`params` (a train state's) in the architecture of the HF directory `model_dir`; CheckpointSourceError
-    naming the first parameter that does not fit."""
-    graphdef, state = abstract_model(ModelConfig.from_pretrained(model_dir))
-    expected = nnx.to_pure_dict(state)
+def _fitted(expected: dict[str, Any], params: dict[str, Any], mismatch: str) -> dict[str, Any]:
+    """`params` in the tree of `expected` (a pure dict of abstract leaves); CheckpointSourceError naming the
+    first parameter that is missing, extra or of another shape, `mismatch` saying what did not fit what."""
     want = {_name(path): leaf.shape for path, leaf in jax.tree_util.tree_leaves_with_path(expected)}
     have = {_name(path): leaf for path, leaf in jax.tree_util.tree_leaves_with_path(params)}
     for name in sorted(want.keys() | have.keys()):
         shape = have[name].shape if name in have else None
         if shape != want.get(name):
             raise CheckpointSourceError(
-                f"the checkpoint does not fit {model_dir}'s architecture: parameter {name} is {_shape(shape)} in the "
-                f"checkpoint, {_shape(want.get(name))} in the architecture; give the HF directory the run started from")
-    nnx.replace_by_pure_dict(state, jax.tree_util.tree_map_with_path(lambda path, _: have[_name(path)], expected))
+                f"{mismatch}: parameter {name} is {_shape(shape)} in the checkpoint, {_shape(want.get(name))} in the "
+                "architecture; give the HF directory the run started from")
+    return jax.tree_util.tree_map_with_path(lambda path, _: have[_name(path)], expected)
+
+
+def checkpoint_model(params: dict[str, Any], model_dir: Path) -> Qwen:
+    """`params` (a train state's) in the architecture of the HF directory `model_dir`; CheckpointSourceError
+    naming the first parameter that does not fit."""
+    graphdef, state = abstract_model(ModelConfig.from_pretrained(model_dir))
+    fitted = _fitted(nnx.to_pure_dict(state), params, f"the checkpoint does not fit {model_dir}'s architecture")
+    nnx.replace_by_pure_dict(state, fitted)
     model = nnx.merge(graphdef, state)
     model.source_dir = str(model_dir)  # the source's tensors tbjax does not model are exported unchanged
     return model
@@ -121,6 +129,22 @@ def exportable_policy(src: Path, model_dir: Path | None, dtype: str | None = Non
         raise CheckpointSourceError(f"SRC {src} is a training checkpoint, which holds parameters only: pass --model "
                                     "DIR, the HF directory the run started from (its architecture and tokenizer)")
     restored = restore_checkpoint(src)
+    if "lora" in restored.record:
+        print(f"exporting step {restored.step} ({restored.path}): LoRA adapters on {model_dir}")
+        return adapted_model(restored.state["params"], LoraSpec.from_record(restored.record["lora"]),
+                             model_dir), model_dir
     masters = restored.state.get("master") if dtype == "float32" else None
     print(f"exporting step {restored.step} ({restored.path}){', its float32 master weights' if masters else ''}")
     return checkpoint_model(masters or restored.state["params"], model_dir), model_dir
+
+
+def adapted_model(adapters: dict[str, Any], spec: LoraSpec, model_dir: Path) -> Qwen:
+    """The base at `model_dir` (a LoRA run never changes it) carrying the checkpoint's `adapters`;
+    CheckpointSourceError when they do not fit it."""
+    model = from_pretrained(model_dir)
+    add_adapters(model, spec)
+    state = nnx.state(model, nnx.LoRAParam)
+    nnx.replace_by_pure_dict(state, _fitted(nnx.to_pure_dict(state), adapters,
+                                            f"the checkpoint's adapters do not fit {model_dir}"))
+    nnx.update(model, state)
+    return model

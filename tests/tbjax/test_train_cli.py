@@ -1,16 +1,20 @@
 """`python -m tbjax.train` as a user runs it: the no-flag default, --dry-run, and clear config errors."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import safetensors
+import safetensors.numpy
 import transformers
 from rich.console import Console
 
 from tbjax import train
 from tbjax.config import ConfigError, load_config
+from tbjax.export import main as export_main
 from tbjax.models import ModelConfig
 from tbjax.plan.report import print_plan
 
@@ -99,7 +103,8 @@ def test_mesh_that_does_not_fit_the_machine_is_a_clear_error(tmp_path):
 
 def test_lora_grpo_run_checkpoints_resumes_and_exports_the_merged_policy(tmp_path):
     """`lora.rank` through the CLI: one GRPO step on adapters, its checkpoint resumed by a second call, and an HF
-    export with the adapters merged in (plain transformers weights, no adapter keys)."""
+    export with the adapters merged in (plain transformers weights, no adapter keys). `tbjax.export` of the
+    checkpoint writes the PEFT adapter, or with --merge the same weights the run exported."""
     result = run(*SHORT, *GRPO_ONLY, "lora.rank=4", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "done: 1 steps" in result.stdout
@@ -109,6 +114,16 @@ def test_lora_grpo_run_checkpoints_resumes_and_exports_the_merged_policy(tmp_pat
     keys = safetensors.safe_open(export / "model.safetensors", "np").keys()
     assert keys and not [k for k in keys if "lora" in k]
     assert transformers.AutoModelForCausalLM.from_pretrained(export).config.hidden_size == 64
+    run_dir, base = tmp_path / "runs/default", tmp_path / "runs/default/assets/tiny-qwen3"
+    assert export_main([str(run_dir), str(tmp_path / "adapter"), "--model", str(base)]) == 0
+    adapter_config = json.loads((tmp_path / "adapter/adapter_config.json").read_text())
+    assert (adapter_config["r"], adapter_config["lora_alpha"]) == (4, 32.0)
+    adapter_keys = safetensors.safe_open(tmp_path / "adapter/adapter_model.safetensors", "np").keys()
+    assert adapter_keys and all(".lora_A." in k or ".lora_B." in k for k in adapter_keys)
+    assert export_main([str(run_dir), str(tmp_path / "merged"), "--model", str(base), "--merge"]) == 0
+    merged, ran = (safetensors.numpy.load_file(d / "model.safetensors") for d in (tmp_path / "merged", export))
+    assert merged.keys() == ran.keys() and all(np.array_equal(merged[k], ran[k]) for k in ran)
+    assert export_main([str(base), str(tmp_path / "not-lora"), "--merge"]) == 2  # no adapters to merge
 
 
 def test_lora_settings_that_cannot_act_are_refused():
