@@ -305,14 +305,21 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"override {assignment!r}: {part!r} is a value, not a section")
-    node[leaf] = yaml.safe_load(raw)
+    try:
+        node[leaf] = yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"override {assignment!r}: the value is not valid YAML ({' '.join(str(error).split())}); "
+                          "quote it, e.g. 'key=[a, b]'") from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> TrainConfig:
     """YAML file (default configs/tiny-cpu.yaml) + overrides -> a validated TrainConfig. `path` may also name
     a shipped config ("smoke", "qwen3-8b-1x8"), which works from an installed wheel too."""
     file = config_file(path)
-    tree = yaml.safe_load(file.read_text()) or {}
+    try:
+        tree = yaml.safe_load(file.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{file} is not valid YAML ({' '.join(str(error).split())}); fix the file") from None
     if not isinstance(tree, dict):
         raise ConfigError(f"{file} must hold a mapping of sections (model:, mesh:, run:)")
     for assignment in overrides:

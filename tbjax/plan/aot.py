@@ -21,6 +21,7 @@ from tbjax.engine.device_step import step as engine_step
 from tbjax.engine.sampling import RowSampling
 from tbjax.models import ModelConfig, Qwen
 from tbjax.models.decoding import KVCache
+from tbjax.models.lora import add_adapters
 from tbjax.parallel.mesh import MeshSpec
 from tbjax.parallel.sharding import ShardingRules, param_shardings
 from tbjax.plan.memory import MemoryPlan, UpdateShape, estimate_update, shard_bytes
@@ -97,8 +98,12 @@ def update_shape(config: TrainConfig, trainer: GRPOTrainer) -> UpdateShape:
 def abstract_trainer(config: TrainConfig, cfg: ModelConfig, mesh: Mesh | AbstractMesh,
                      rules: ShardingRules) -> GRPOTrainer:
     """The run's trainer over a model that exists only as shapes."""
-    model = nnx.eval_shape(lambda: Qwen(cfg, nnx.Rngs(0), mesh=mesh, rules=rules))
-    return make_trainer(config, model)
+    def adapted() -> Qwen:
+        model = Qwen(cfg, nnx.Rngs(0), mesh=mesh, rules=rules)
+        if config.lora.enabled:  # as tbjax.trainer.loop.build_run adds them
+            add_adapters(model, config.lora.spec(), config.lora.seed)
+        return model
+    return make_trainer(config, nnx.eval_shape(adapted))
 
 
 def planned_update(config: TrainConfig, cfg: ModelConfig, spec: MeshSpec, mesh: Mesh | AbstractMesh,
@@ -107,7 +112,8 @@ def planned_update(config: TrainConfig, cfg: ModelConfig, spec: MeshSpec, mesh: 
     the analytic memory estimate of that step (what --dry-run prints and tbjax.compile checks)."""
     trainer = abstract_trainer(config, cfg, mesh, rules)
     shape = update_shape(config, trainer)
-    return trainer, shape, estimate_update(cfg, spec, rules, trainer.state_shapes(), shape, trainer.offload_optimizer)
+    return trainer, shape, estimate_update(cfg, spec, rules, trainer.state_shapes(), shape, trainer.offload_optimizer,
+                                           trainer.frozen_shapes())
 
 
 def compile_update(trainer: GRPOTrainer, shape: UpdateShape, fast: bool = True) -> CompiledUpdate:

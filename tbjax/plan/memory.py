@@ -24,12 +24,15 @@ XLA makes of our programs, with counts read from TPU compiles of the 27B referen
 - apply: the parameters, the masters, the moments and the accumulator alone. XLA fuses AdamW element by element into the
   donated buffers: the 27B reference's apply compiled for TPU v5p needed 0.5 GB of temporaries beside them.
 MoE and hybrid (Gated DeltaNet) models are counted as a dense model of the same widths: rougher.
+Under LoRA (`lora.rank` > 0) the parameters, gradients, accumulator, moments and masters are the adapters' (float32,
+so no masters), and the base they adapt is counted apart: frozen in its dtype, on the device in both programs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import jax
 import numpy as np
@@ -66,6 +69,7 @@ class MemoryPlan:
     vocabulary: int
     batch: int
     master: int = 0  # float32 master weights (0 for float32 parameters, which are their own)
+    frozen: int = 0  # under LoRA: the base weights, which no program updates (0 otherwise)
     attention_note: str = ""
 
     @property
@@ -79,11 +83,11 @@ class MemoryPlan:
     @property
     def backward_peak(self) -> int:
         optimizer = 0 if self.optimizer_on_host else self.optimizer + self.master
-        return self.params + optimizer + self.gradients + self.activations + self.batch
+        return self.frozen + self.params + optimizer + self.gradients + self.activations + self.batch
 
     @property
     def apply_peak(self) -> int:
-        return self.params + self.master + self.optimizer + self.accumulator
+        return self.frozen + self.params + self.master + self.optimizer + self.accumulator
 
     @property
     def total(self) -> int:
@@ -96,7 +100,7 @@ class MemoryPlan:
     def peak_lines(self) -> list[tuple[str, int]]:
         """The lines of the program whose peak is the plan's peak: what would have to shrink."""
         if self.apply_peak > self.backward_peak:
-            held = {"params", "master", "optimizer", "accumulator"}
+            held = {"frozen", "params", "master", "optimizer", "accumulator"}
         else:
             held = {field for field, _, _ in self._parts()} - ({"optimizer", "master"} if self.optimizer_on_host
                                                                else set())
@@ -106,17 +110,19 @@ class MemoryPlan:
         """(field, label, bytes) of every part."""
         where = "in host memory until apply" if self.optimizer_on_host else "on the device throughout"
         labels = {
-            "params": "parameters", "master": f"master weights (float32, {where})",
+            "frozen": "frozen base weights (LoRA: no gradients, moments or masters)",
+            "params": "LoRA adapters (float32, trained)" if self.frozen else "parameters",
+            "master": f"master weights (float32, {where})",
             "optimizer": f"optimizer state (AdamW moments, float32, {where})",
             "accumulator": "gradient accumulator (float32)",
-            "micro_gradient": "a micro-batch's gradient (parameter dtype)",
+            "micro_gradient": "a micro-batch's gradient (the trained parameters' dtype)",
             "residuals": "residual checkpoints (one per layer)",
             "layer_working_set": "one layer's recompute and backward",
             "attention": f"attention ({self.attention_note})", "vocabulary": "vocabulary tables and logit chunks",
             "batch": "the packed micro-batches of one accumulate call",
         }
         return [(field, label, getattr(self, field)) for field, label in labels.items()
-                if field != "master" or self.master]
+                if field not in ("master", "frozen") or getattr(self, field)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,12 +145,12 @@ class UpdateShape:
 
 
 def estimate_update(cfg: ModelConfig, spec: MeshSpec, rules: ShardingRules, state: TrainState,
-                    shape: UpdateShape, optimizer_on_host: bool) -> MemoryPlan:
+                    shape: UpdateShape, optimizer_on_host: bool, frozen: Any = None) -> MemoryPlan:
     """`state`: the trainer's state as ShapeDtypeStructs with shardings (GRPOTrainer.state_shapes(), on a
-    real or abstract mesh); `optimizer_on_host`: the moments wait in host memory through `accumulate`."""
+    real or abstract mesh); `optimizer_on_host`: the moments wait in host memory through `accumulate`;
+    `frozen`: under LoRA, the base weights likewise (GRPOTrainer.frozen_shapes())."""
     param_bytes = shard_bytes(state.params)
     param_elements = sum(math.prod(_shard_shape(s)) for s in jax.tree.leaves(state.params))
-    itemsize = np.dtype(cfg.param_dtype).itemsize
     c = np.dtype(cfg.compute_dtype).itemsize
     sizes = spec.sizes
 
@@ -176,7 +182,7 @@ def estimate_update(cfg: ModelConfig, spec: MeshSpec, rules: ShardingRules, stat
     return MemoryPlan(
         params=param_bytes, optimizer=shard_bytes(state.opt_state), optimizer_on_host=optimizer_on_host,
         master=shard_bytes(state.master),
-        micro_gradient=param_elements * itemsize, accumulator=param_elements * 4,
+        micro_gradient=param_bytes, accumulator=param_elements * 4, frozen=shard_bytes(frozen),
         residuals=int(residuals), layer_working_set=int(working), attention=int(attention),
         vocabulary=int(vocabulary), batch=batch, attention_note=note)
 

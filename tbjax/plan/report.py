@@ -96,10 +96,12 @@ def print_plan(config: TrainConfig, model_config: ModelConfig, out: Console = co
     held = plan.optimizer + plan.master
     optimizer = "in host memory" if plan.optimizer_on_host else decimal(held)
     masters = f" (float32 master weights {decimal(plan.master)} + AdamW moments)" if plan.master else ""
-    out.print(f"mesh {spec.describe()}, per device (estimate): backward pass: parameters {decimal(plan.params)} "
+    base = f"frozen base {decimal(plan.frozen)} + " if plan.frozen else ""
+    trained = "LoRA adapters" if plan.frozen else "parameters"
+    out.print(f"mesh {spec.describe()}, per device (estimate): backward pass: {base}{trained} {decimal(plan.params)} "
               f"+ optimizer state{masters} {optimizer} + gradients {decimal(plan.gradients)} + activations "
               f"{decimal(plan.activations + plan.batch)} = {decimal(plan.backward_peak)}; AdamW apply: "
-              f"parameters + optimizer state {decimal(held)} + gradient accumulator = "
+              f"{base}{trained} + optimizer state {decimal(held)} + gradient accumulator = "
               f"{decimal(plan.apply_peak)}; peak {decimal(plan.total)}", soft_wrap=True)
 
 

@@ -283,6 +283,11 @@ class GRPOTrainer:
         return jax.tree.map(lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
                             TrainState(params, opt_state, step, master), self._state_shardings())
 
+    def frozen_shapes(self) -> Params:
+        """The frozen base (LoRA; empty otherwise) as ShapeDtypeStructs on its shardings."""
+        frozen = nnx.to_pure_dict(self.abstract_frozen)
+        return frozen if self.frozen_shardings is None else jax.tree.map(_on, frozen, self.frozen_shardings)
+
     def lower(self, batch_shape: tuple[int, int, int]) -> UpdatePrograms:
         """The very programs `update` runs, lowered for one `accumulate` call's [micro_batches, rows, row_len]
         from abstract inputs (nothing allocated); `.compile()` gives their memory and cost analyses."""
@@ -293,13 +298,10 @@ class GRPOTrainer:
         shards = self.rows_multiple
         batch[HEAD_INDEX] = jax.ShapeDtypeStruct((micro_batches, shards, rows // shards * row_len), np.int32,
                                                  sharding=self.batch_sharding)
-        state = self.state_shapes()
+        state, frozen = self.state_shapes(), self.frozen_shapes()
         grads, sums = jax.eval_shape(self._zeros)
-        frozen = nnx.to_pure_dict(self.abstract_frozen)
         if self.param_shardings is not None:
-            on = lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding)  # noqa: E731
-            grads = jax.tree.map(on, grads, self.param_shardings)
-            frozen = jax.tree.map(on, frozen, self.frozen_shardings)
+            grads = jax.tree.map(_on, grads, self.param_shardings)
         return UpdatePrograms(self._accumulate.lower(state.params, frozen, grads, sums, batch),
                               self._apply.lower(state, grads, sums, jax.ShapeDtypeStruct((), jnp.float32)))
 
@@ -390,6 +392,10 @@ class GRPOTrainer:
 def adapters_off(params: Params) -> Params:
     """LoRA adapters of zeros in the shape and placement of `params`: with them, the model is its base."""
     return jax.tree.map(lambda x: jnp.zeros_like(x, device=x.sharding), params)
+
+
+def _on(shape: jax.ShapeDtypeStruct, sharding: jax.sharding.Sharding) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=sharding)
 
 
 def _view(graphdef: nnx.GraphDef, abstract: nnx.State, abstract_frozen: nnx.State, params: Params,

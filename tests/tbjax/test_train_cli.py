@@ -95,6 +95,23 @@ def test_one_node_8b_config_plans_within_an_h100(monkeypatch):
     assert "warning: tasks.selected: runs/selection/selected.yaml does not exist" in out
 
 
+@pytest.mark.parametrize(("name", "plan"), [
+    ("qwen3-8b-lora-1gpu", "backward pass: frozen base 16.4 GB + LoRA adapters 174.6 MB + optimizer state in host "
+                           "memory + gradients 349.2 MB + activations 24.3 GB = 41.2 GB"),
+    ("qwen3-27b-lora-1x8-h100", "backward pass: frozen base 6.8 GB + LoRA adapters 467.7 MB + optimizer state in "
+                                "host memory + gradients 935.3 MB + activations 28.2 GB = 36.4 GB"),
+])
+def test_lora_configs_plan_the_frozen_base_and_the_adapters_within_an_h100(monkeypatch, name, plan):
+    """The LoRA configs' --dry-run counts the base once, frozen (no gradients, moments or masters), and the
+    adapters' float32 state; what their comments say."""
+    recorder = Console(record=True, width=400)
+    monkeypatch.setattr(train, "console", recorder)
+    assert train.main(["--config", name, "--dry-run"]) == 0
+    out = recorder.export_text()
+    assert plan in out, out[-600:]
+    assert plan.split("= ")[-1] in (REPO / "configs" / f"{name}.yaml").read_text()
+
+
 def test_mesh_that_does_not_fit_the_machine_is_a_clear_error(tmp_path):
     result = run("--mesh", "3x8", cwd=tmp_path)
     assert result.returncode == 2
@@ -134,6 +151,15 @@ def test_lora_settings_that_cannot_act_are_refused():
     with pytest.raises(ConfigError, match="lora targets \\['qkv'\\] are neither profiles"):
         load_config(overrides=["lora.rank=16", "lora.targets=[qkv]"])
     assert load_config(overrides=["lora.rank=16"]).fingerprint() != load_config().fingerprint()
+
+
+def test_a_config_or_override_that_is_not_yaml_is_a_config_error(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("model:\n  path: x\nPLAN\nmesh:\n  shape: '1'\n")
+    with pytest.raises(ConfigError, match=r"broken.yaml is not valid YAML .*line 3.*fix the file"):
+        load_config(broken)
+    with pytest.raises(ConfigError, match=r"override 'tasks.templates=\[a, b': the value is not valid YAML"):
+        load_config(overrides=["tasks.templates=[a, b"])
 
 
 def test_bad_overrides_name_the_key():
