@@ -27,9 +27,10 @@ import numpy as np
 
 from rollout.engines.protocol import Scorer, TokenScores
 from tbjax.trainer.packing import HEAD_INDEX, trained_positions
+from tbjax.trainer.param_views import adapters_off
 from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
 from tbjax.trainer.train_state import Params
-from tbjax.trainer.update import GRPOTrainer, adapters_off
+from tbjax.trainer.update import GRPOTrainer
 
 PROBE_LENGTH = 32
 PROBE_SEED = 20240601

@@ -70,6 +70,7 @@ from tbjax.trainer.packing import (
     PackedBatch,
     split_episodes,
 )
+from tbjax.trainer.param_views import adapters_off, model_view, sharded_shape
 from tbjax.trainer.train_state import Params, TrainState, keeps_master, make_optimizer, to_f32
 
 log = logging.getLogger(__name__)
@@ -145,7 +146,7 @@ class GRPOTrainer:
         """A model view over `params` and the base weights (for engines and evaluation); shares the arrays.
         Inside a traced program, pass the program's own `frozen` argument: a closed-over base would be
         captured as constants."""
-        return _view(self.graphdef, self.abstract_state, self.abstract_frozen, params,
+        return model_view(self.graphdef, self.abstract_state, self.abstract_frozen, params,
                      self.frozen if frozen is None else frozen)
 
     @property
@@ -286,7 +287,7 @@ class GRPOTrainer:
     def frozen_shapes(self) -> Params:
         """The frozen base (LoRA; empty otherwise) as ShapeDtypeStructs on its shardings."""
         frozen = nnx.to_pure_dict(self.abstract_frozen)
-        return frozen if self.frozen_shardings is None else jax.tree.map(_on, frozen, self.frozen_shardings)
+        return frozen if self.frozen_shardings is None else jax.tree.map(sharded_shape, frozen, self.frozen_shardings)
 
     def lower(self, batch_shape: tuple[int, int, int]) -> UpdatePrograms:
         """The very programs `update` runs, lowered for one `accumulate` call's [micro_batches, rows, row_len]
@@ -301,7 +302,7 @@ class GRPOTrainer:
         state, frozen = self.state_shapes(), self.frozen_shapes()
         grads, sums = jax.eval_shape(self._zeros)
         if self.param_shardings is not None:
-            grads = jax.tree.map(_on, grads, self.param_shardings)
+            grads = jax.tree.map(sharded_shape, grads, self.param_shardings)
         return UpdatePrograms(self._accumulate.lower(state.params, frozen, grads, sums, batch),
                               self._apply.lower(state, grads, sums, jax.ShapeDtypeStruct((), jnp.float32)))
 
@@ -312,7 +313,7 @@ class GRPOTrainer:
         compute_dtype = self.compute_dtype
 
         def micro_logprobs(params: Params, frozen: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            model = _view(graphdef, abstract, abstract_frozen, params, frozen)
+            model = model_view(graphdef, abstract, abstract_frozen, params, frozen)
             hidden = model.hidden_states(micro["tokens"], micro["positions"], micro["segments"])
             table = (model.embed_tokens if model.lm_head is None else model.lm_head)[...]
             return trained_logprobs(hidden, table, micro["targets"], micro[HEAD_INDEX], temperature, chunk)
@@ -387,24 +388,6 @@ class GRPOTrainer:
         if self.mesh is None:
             return state
         return jax.device_put(state, self._state_shardings())
-
-
-def adapters_off(params: Params) -> Params:
-    """LoRA adapters of zeros in the shape and placement of `params`: with them, the model is its base."""
-    return jax.tree.map(lambda x: jnp.zeros_like(x, device=x.sharding), params)
-
-
-def _on(shape: jax.ShapeDtypeStruct, sharding: jax.sharding.Sharding) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=sharding)
-
-
-def _view(graphdef: nnx.GraphDef, abstract: nnx.State, abstract_frozen: nnx.State, params: Params,
-          frozen: Params) -> Qwen:
-    """The model over the trained `params` and the `frozen` rest (empty unless LoRA), sharing their arrays."""
-    trained, rest = jax.tree.map(lambda x: x, abstract), jax.tree.map(lambda x: x, abstract_frozen)
-    nnx.replace_by_pure_dict(trained, params)
-    nnx.replace_by_pure_dict(rest, frozen)
-    return nnx.merge(graphdef, trained, rest)
 
 
 def _with_array(batch: PackedBatch, name: str, values: jax.Array) -> PackedBatch:
