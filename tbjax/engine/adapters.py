@@ -29,12 +29,13 @@ from flax import nnx
 
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.engine.weight_checks import WeightsError, load_servable
-from tbjax.models.hf.peft_adapter import adapter_values, read_adapter
-from tbjax.models.lora import AdapterPath, adapted_projections, add_adapters
+from tbjax.models.hf.peft_adapter import adapter_loras, adapter_values, read_adapter
+from tbjax.models.lora import add_adapters
 from tbjax.models.qwen import Qwen
 from tbjax.sections.lora import LoraError, LoraSpec
 
-AdapterValues = dict[AdapterPath, tuple[np.ndarray, np.ndarray]]  # (A [in, rank], B [rank, out]) float32
+# HF module name -> (A [in, rank], B [rank, out]) float32
+AdapterValues = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,14 +158,13 @@ class AdapterServing:
             if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
                 raise WeightsError(f"{directory}: the adapter holds NaN or Inf; publish a finite one")
         pad = self.spec.rank - spec.rank
-        return {path: (np.pad(a, ((0, 0), (0, pad))), np.pad(b * np.float32(spec.scale), ((0, pad), (0, 0))))
-                for path, (a, b) in values.items()}
+        return {name: (np.pad(a, ((0, 0), (0, pad))), np.pad(b * np.float32(spec.scale), ((0, pad), (0, 0))))
+                for name, (a, b) in values.items()}
 
 
 def _set_values(model: Qwen, values: AdapterValues) -> None:
     """Every adapter of `model` to `values` (zero where `values` has none)."""
-    for path, projection in adapted_projections(model).items():
-        lora = projection.adapter.lora
-        a, b = values.get(path, (None, None))
+    for name, lora in adapter_loras(model).items():
+        a, b = values.get(name, (None, None))
         lora.lora_a[...] = jnp.zeros(lora.lora_a.shape, jnp.float32) if a is None else jnp.asarray(a)
         lora.lora_b[...] = jnp.zeros(lora.lora_b.shape, jnp.float32) if b is None else jnp.asarray(b)

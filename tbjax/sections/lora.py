@@ -11,8 +11,9 @@ from pydantic import NonNegativeInt, PositiveFloat, model_validator
 
 from tbjax.sections.base import Section
 
+# HF's module names (what PEFT's target_modules and SGLang's --lora-target-modules name)
 ATTENTION_MLP = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-GATED_DELTANET = ("in_proj_q", "in_proj_k", "in_proj_v", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj")
+GATED_DELTANET = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj")
 PROFILES: dict[str, tuple[str, ...]] = {"attention_mlp": ATTENTION_MLP, "all_linear": ATTENTION_MLP + GATED_DELTANET}
 
 
@@ -48,7 +49,7 @@ class LoraSpec:
 
     @property
     def modules(self) -> frozenset[str]:
-        """The projection names the targets cover."""
+        """The HF module names the targets cover."""
         return frozenset(name for t in self.targets for name in PROFILES.get(t, (t,)))
 
 
@@ -57,7 +58,8 @@ class LoraSection(Section):
     alpha: PositiveFloat = 32.0  # the update is scaled by alpha / rank
     # dropout on the adapters' input would make the trainer's log-probs those of a policy that never sampled
     dropout: float = 0.0
-    # profiles (attention_mlp; all_linear adds the Gated DeltaNet projections) or projection names (q_proj, ...)
+    # profiles (attention_mlp; all_linear adds the Gated DeltaNet projections, which a hybrid needs) or HF
+    # module names (q_proj, in_proj_qkv, ...)
     targets: list[str] = ["attention_mlp"]
     seed: int = 0  # A's initialisation; B starts at zero, so step 0 is the base policy
 

@@ -6,6 +6,8 @@ adapter tbjax trains loads with `peft.PeftModel.from_pretrained` onto the HF bas
 The HF module of each adapted projection comes from the same layout table as the base weights
 (tbjax.models.hf.layout), so the adapter's names can never disagree with the checkpoint's. Our A is
 nnx.LoRA's [in, rank] and B [rank, out], each PEFT's transposed; the in and out dims flatten in HF's order.
+A fused HF module (Gated DeltaNet's in_proj_qkv) is several projections here sharing one adapter, whose B
+spans their rows in HF's order (tbjax.models.lora), so it is saved and loaded as the one module it is in HF.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from typing import Any
 
 import jax
 import numpy as np
+from flax import nnx
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from tbjax.models.hf.layout import hf_layouts
-from tbjax.models.layers import Projection
 from tbjax.models.lora import AdapterPath, adapted_projections, add_adapters, targeted_projections
 from tbjax.models.qwen import Qwen
 from tbjax.sections.lora import LoraError, LoraSpec
@@ -30,35 +32,49 @@ WEIGHTS = "adapter_model.safetensors"
 PREFIX = "base_model.model."
 
 
-def _projections(model: Qwen, modules: frozenset[str] | None = None) -> dict[AdapterPath, Projection]:
-    """The projections named in `modules` by path (None: the adapted ones)."""
-    return adapted_projections(model) if modules is None else targeted_projections(model, modules)
-
-
-def _module_names(model: Qwen, modules: frozenset[str] | None = None) -> dict[AdapterPath, str]:
-    """Projection path -> its HF module name (model.layers.3.self_attn.q_proj), for the projections named in
-    `modules` (None: the adapted ones)."""
+def _modules(model: Qwen, modules: frozenset[str] | None = None) -> dict[str, list[AdapterPath]]:
+    """HF module name (model.layers.3.self_attn.q_proj) -> the paths of the projections it is here: one, or a
+    fused module's parts in its row order. For the HF modules named in `modules` (None: the adapted ones)."""
     layouts = hf_layouts(model.config)
-    return {path: str(layouts[(*path, "kernel")].names.item()).removesuffix(".weight")
-            for path in _projections(model, modules)}
+    projections = adapted_projections(model) if modules is None else targeted_projections(model, modules)
+    parts: dict[str, list[AdapterPath]] = {}
+    for path in sorted(projections, key=lambda path: layouts[(*path, "kernel")].row_offset):
+        name = str(layouts[(*path, "kernel")].names.item()).removesuffix(".weight")
+        parts.setdefault(name, []).append(path)
+    return parts
+
+
+def module_shapes(model: Qwen, modules: frozenset[str]) -> dict[str, tuple[int, int]]:
+    """HF module name -> (fan in, fan out) of its adapter, for the modules `modules` name."""
+    projections = targeted_projections(model, modules)
+    shapes = {}
+    for name, paths in _modules(model, modules).items():
+        kernels = [projections[path] for path in paths]
+        fan_in = int(np.prod(kernels[0].kernel.shape[:kernels[0].in_rank]))
+        shapes[name] = (fan_in, sum(int(np.prod(k.kernel.shape)) // fan_in for k in kernels))
+    return shapes
+
+
+def adapter_loras(model: Qwen) -> dict[str, nnx.LoRA]:
+    """HF module name -> the nnx.LoRA holding its A and B (a fused module's parts share one)."""
+    projections = adapted_projections(model)
+    return {name: projections[paths[0]].adapter.lora for name, paths in _modules(model).items()}
 
 
 def save_adapter(model: Qwen, spec: LoraSpec, out: Path, base_model: str = "") -> Path:
     """Writes `model`'s adapters to `out` in PEFT's format (float32); returns `out`."""
-    projections = adapted_projections(model)
-    if not projections:
+    loras = adapter_loras(model)
+    if not loras:
         raise LoraError("the model has no adapters to save (tbjax.models.lora.add_adapters)")
-    names = _module_names(model)
     tensors = {}
-    for path, projection in projections.items():
-        lora = projection.adapter.lora
-        tensors[f"{PREFIX}{names[path]}.lora_A.weight"] = np.ascontiguousarray(_local(lora.lora_a[...]).T)
-        tensors[f"{PREFIX}{names[path]}.lora_B.weight"] = np.ascontiguousarray(_local(lora.lora_b[...]).T)
+    for name, lora in loras.items():
+        tensors[f"{PREFIX}{name}.lora_A.weight"] = np.ascontiguousarray(_local(lora.lora_a[...]).T)
+        tensors[f"{PREFIX}{name}.lora_B.weight"] = np.ascontiguousarray(_local(lora.lora_b[...]).T)
     out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out / WEIGHTS), metadata={"format": "pt"})
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": base_model,
               "r": spec.rank, "lora_alpha": spec.alpha, "lora_dropout": 0.0, "bias": "none",
-              "target_modules": sorted({name.rsplit(".", 1)[-1] for name in names.values()}),
+              "target_modules": sorted({name.rsplit(".", 1)[-1] for name in loras}),
               "fan_in_fan_out": False, "use_rslora": False, "use_dora": False, "init_lora_weights": True,
               "modules_to_save": None, "inference_mode": True}
     (out / CONFIG).write_text(json.dumps(config, indent=2))
@@ -110,30 +126,27 @@ def read_adapter(directory: Path) -> tuple[LoraSpec, dict[str, np.ndarray]]:
 
 
 def adapter_values(model: Qwen, spec: LoraSpec, tensors: dict[str, np.ndarray],
-                   source: Path) -> dict[AdapterPath, tuple[np.ndarray, np.ndarray]]:
-    """PEFT's tensors as (A [in, rank], B [rank, out]) float32 by the path of `model`'s projection each adapts.
-    Every tensor must name a projection of `model` and come with its partner, in the shapes `spec` gives."""
-    names = {name: path for path, name in _module_names(model, spec.modules).items()}
-    projections = _projections(model, spec.modules)
-    values: dict[AdapterPath, tuple[np.ndarray, np.ndarray]] = {}
+                   source: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """PEFT's tensors as (A [in, rank], B [rank, out]) float32 by the HF module each adapts. Every tensor must
+    name a module of `model` that `spec` targets and come with its partner, in the shapes `spec` gives."""
+    shapes = module_shapes(model, spec.modules)
     for key in tensors:
         module = key.removeprefix(PREFIX).rsplit(".", 2)[0] if key.startswith(PREFIX) else None
-        if module not in names or not key.endswith((".lora_A.weight", ".lora_B.weight")):
+        if module not in shapes or not key.endswith((".lora_A.weight", ".lora_B.weight")):
             raise LoraError(f"{source / WEIGHTS}: {key} names no projection of this model that "
                             f"target_modules {sorted(spec.modules)} adapt")
-    for name, path in names.items():
+    values: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name, (fan_in, fan_out) in shapes.items():
         a, b = (tensors.get(f"{PREFIX}{name}.{part}.weight") for part in ("lora_A", "lora_B"))
         if a is None and b is None:
             continue
         if a is None or b is None:
             raise LoraError(f"{source / WEIGHTS}: {name} has lora_{'A' if a is None else 'B'} missing")
-        kernel = projections[path].kernel.shape
-        fan_in = int(np.prod(kernel[:projections[path].in_rank]))
-        want_a, want_b = (spec.rank, fan_in), (int(np.prod(kernel)) // fan_in, spec.rank)
+        want_a, want_b = (spec.rank, fan_in), (fan_out, spec.rank)
         if a.shape != want_a or b.shape != want_b:
             raise LoraError(f"{name}: lora_A {a.shape} and lora_B {b.shape} where this model needs {want_a} and "
                             f"{want_b} (r={spec.rank})")
-        values[path] = (a.T.astype(np.float32), b.T.astype(np.float32))
+        values[name] = (a.T.astype(np.float32), b.T.astype(np.float32))
     if not values:
         raise LoraError(f"{source / WEIGHTS}: no adapter tensor for this model")
     return values
@@ -146,11 +159,11 @@ def load_adapter(model: Qwen, directory: Path) -> LoraSpec:
     directory = Path(directory)
     spec, tensors = read_adapter(directory)
     values = adapter_values(model, spec, tensors, directory)
+    missing = sorted(set(module_shapes(model, spec.modules)) - set(values))
+    if missing:
+        raise LoraError(f"{directory / WEIGHTS} has no adapter for {missing[0]}: the adapter does not cover this "
+                        "model")
     add_adapters(model, spec)
-    for path, projection in adapted_projections(model).items():
-        if path not in values:
-            raise LoraError(f"{directory / WEIGHTS} has no adapter for {'.'.join(map(str, path))}: the adapter "
-                            "does not cover this model")
-        lora = projection.adapter.lora
-        lora.lora_a[...], lora.lora_b[...] = values[path]
+    for name, lora in adapter_loras(model).items():
+        lora.lora_a[...], lora.lora_b[...] = values[name]
     return spec
