@@ -1,7 +1,8 @@
 """One process of the multi-process training test: joins jax.distributed on 127.0.0.1, trains the tiny model
 over the global 3x8 mesh with the loop test's signal tasks and brief sessions (resuming when the run directory
 has a checkpoint), and writes what the test compares. Its parameters are bfloat16, so the state keeps float32
-master weights. Usage: PORT PROCESS_ID MODEL_DIR ROOT STEPS OUT.json"""
+master weights; with `lora`, GRPO trains rank-4 adapters instead and the bfloat16 base stays frozen.
+Usage: PORT PROCESS_ID MODEL_DIR ROOT STEPS OUT.json [lora]"""
 
 import asyncio
 import hashlib
@@ -16,6 +17,7 @@ from tbjax.config import MeshSection
 from tbjax.models import from_pretrained
 from tbjax.parallel.distributed import DistributedConfig, initialize_distributed
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
+from tbjax.sections.lora import LoraSection
 from tbjax.trainer.lockstep import is_driver, share_batch
 from tbjax.trainer.loop import build_run, run_steps
 from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
@@ -34,21 +36,24 @@ def local_replica_digest(params) -> str:
     return digest.hexdigest()
 
 
-def main(port: str, process_id: str, model_dir: str, root: str, steps: str, out: str) -> None:
+def main(port: str, process_id: str, model_dir: str, root: str, steps: str, out: str, mode: str = "full") -> None:
     initialize_distributed(DistributedConfig(f"127.0.0.1:{port}", 3, int(process_id)))
     # The driver's decision to skip an update (no informative group) and its draw count reach every process.
     assert share_batch(None, 7 if is_driver() else 0) == (None, 7)
     config = config_for(Path(root), int(steps))
     model_section = config.model.model_copy(update={"param_dtype": "bfloat16"})  # float32 compute, as the loop test's
-    config = config.model_copy(update={"mesh": MeshSection(shape="3x8"), "model": model_section})
+    lora = LoraSection(rank=4, alpha=8.0) if mode == "lora" else LoraSection()
+    config = config.model_copy(update={"mesh": MeshSection(shape="3x8"), "model": model_section, "lora": lora})
     model = from_pretrained(model_dir, mesh=make_mesh(parse_mesh_spec("3x8")), runtime=config.model.runtime())
     run = build_run(config, model, Path(model_dir), tasks=signal_tasks(model_dir))
-    resumed_from = run.step
+    resumed_from, frozen_before = run.step, local_replica_digest(run.trainer.frozen)
     asyncio.run(run_steps(run, opener=brief_session))
-    assert run.state.master is not None, "the bfloat16 policy's state keeps no float32 master weights"
+    master = None if run.state.master is None else local_replica_digest(run.state.master)
     Path(out).write_text(json.dumps({"resumed_from": resumed_from, "step": run.step, "engine": run.engine is not None,
                                      "updates": int(run.state.step), "digest": local_replica_digest(run.state.params),
-                                     "master_digest": local_replica_digest(run.state.master)}))
+                                     "master_digest": master, "frozen_before": frozen_before,
+                                     "frozen_after": local_replica_digest(run.trainer.frozen),
+                                     "moments_digest": local_replica_digest(run.state.opt_state)}))
     jax.distributed.shutdown()
 
 

@@ -60,9 +60,9 @@ def test_three_processes_match_single_device(tiny_dir, tmp_path):
         np.testing.assert_allclose(np.load(tmp_path / f"logits{i}.npy"), reference, atol=1e-5, rtol=0)
 
 
-def train_processes(model_dir: Path, root: Path, steps: int, name: str) -> list[dict]:
+def train_processes(model_dir: Path, root: Path, steps: int, name: str, mode: str = "full") -> list[dict]:
     run_processes(HERE / "multiprocess_train.py",
-                  lambda i: [str(model_dir), str(root), str(steps), str(root / f"{name}{i}.json")], root / name)
+                  lambda i: [str(model_dir), str(root), str(steps), str(root / f"{name}{i}.json"), mode], root / name)
     return [json.loads((root / f"{name}{i}.json").read_text()) for i in range(PROCESSES)]
 
 
@@ -87,7 +87,24 @@ def test_three_processes_train_checkpoint_and_resume(tiny_dir, tmp_path):
     second = train_processes(model_dir, tmp_path, 2, "second")
     assert [(r["resumed_from"], r["step"], r["updates"]) for r in second] == [(2, 2, updates)] * PROCESSES
     assert {r["digest"] for r in second} == {first[0]["digest"]}  # restored exactly what was trained
-    assert len({r["master_digest"] for r in first}) == 1  # bfloat16 parameters: float32 masters, one replica
+    assert len({r["master_digest"] for r in first}) == 1 and first[0]["master_digest"]  # float32 masters, one replica
     assert {r["master_digest"] for r in second} == {first[0]["master_digest"]}  # the masters too, bit for bit
     assert len((tmp_path / "resume" / "metrics.jsonl").read_text().splitlines()) == 2  # no step redone
     assert len(list(tensorboard.glob("events.out.tfevents.*"))) == 2
+
+
+@pytest.mark.slow
+def test_three_processes_train_lora_adapters_alone_and_resume_them(tiny_dir, tmp_path):
+    """LoRA GRPO across 3 processes: every host holds the same adapters and moments, the bfloat16 base is the
+    same bits after the updates as before on every host, and a restart restores adapters and moments exactly."""
+    model_dir = tiny_dir("qwen3")
+    first = train_processes(model_dir, tmp_path, 2, "first", mode="lora")
+    assert [r["master_digest"] for r in first] == [None] * PROCESSES  # float32 adapters: no master copy
+    assert len({(r["digest"], r["moments_digest"]) for r in first}) == 1
+    assert {r["frozen_after"] for r in first} == {r["frozen_before"] for r in first} and \
+        len({r["frozen_after"] for r in first}) == 1  # the base, untouched and one replica
+    assert first[0]["updates"] >= 1
+    second = train_processes(model_dir, tmp_path, 2, "second", mode="lora")
+    assert [(r["resumed_from"], r["updates"]) for r in second] == [(2, first[0]["updates"])] * PROCESSES
+    assert {(r["digest"], r["moments_digest"]) for r in second} == {(first[0]["digest"], first[0]["moments_digest"])}
+    assert {r["frozen_after"] for r in second} == {first[0]["frozen_before"]}
