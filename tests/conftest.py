@@ -3,18 +3,45 @@ are not sharded still run on device 0 only."""
 
 import gc
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=24")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One persistent compilation cache per run, shared by the xdist workers (they inherit this process's
+# environment) and the subprocesses tests start (tests/subprocess_support.py): the CLI, pipeline, wheel and
+# multi-process tests compile the same tiny models' programs again in every process they start. Fresh each
+# run and removed after it, so no result rests on a cache an earlier checkout left.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = OWN_CACHE = tempfile.mkdtemp(prefix="tbjax-tests-jit-")
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # the tiny models' programs compile fast
+else:
+    OWN_CACHE = None
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 
+GIB_PER_WORKER = 4  # a worker's peak: JAX with 24 forced devices, torch, and a heavy test's tiny models
+MAX_WORKERS = 8  # beyond this, the few longest test files bound the wall time anyway
+
 MAPS_BEFORE_RELEASE = 16_000  # a heavy test adds a few thousand; Linux's vm.max_map_count is 65530
 PROCESS_MAPS = Path("/proc/self/maps")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker per usable core, as many as memory holds. Most tests are one Python thread that
+    compiles, so workers on separate cores overlap well."""
+    cores = len(os.sched_getaffinity(0))
+    memory_gib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+    return max(1, min(cores, int(memory_gib // GIB_PER_WORKER), MAX_WORKERS))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if OWN_CACHE is not None:
+        shutil.rmtree(OWN_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

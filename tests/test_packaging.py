@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.subprocess_support import clean_env
 from tests.tbjax.pipeline.test_pipeline import SHORT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_default_config(tmp_path
     shutil.rmtree(source)  # nothing may come from the copy it was built from
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"}  # not the suite's 24 devices
+    env = clean_env(PYTHONPATH=str(site))  # not the checkout, nor the suite's 24 devices
     where = subprocess.run([sys.executable, "-c", "import tbjax, rollout, envs; print(tbjax.__file__, "
                             "rollout.__file__, envs.__file__)"], cwd=elsewhere, env=env, capture_output=True,
                            text=True, timeout=120)

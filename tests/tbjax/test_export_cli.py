@@ -18,13 +18,14 @@ from tbjax.export import main
 from tbjax.models import from_pretrained
 from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.update import GRPOTrainer
+from tests.subprocess_support import clean_env
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def export(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tbjax.export", *args], capture_output=True, text=True,
-                          timeout=300, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+                          timeout=300, cwd=REPO, env=clean_env())
 
 
 def test_export_to_bfloat16_loads_in_transformers(tiny_dir, tmp_path):

@@ -17,13 +17,14 @@ from tbjax.config import ConfigError, load_config
 from tbjax.export import main as export_main
 from tbjax.models import ModelConfig
 from tbjax.plan.report import print_plan
+from tests.subprocess_support import clean_env
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tbjax.train", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+                          timeout=300, env=clean_env())
 
 
 SHORT = ["train.steps=1", "groups.groups=1", "groups.max_extra_rounds=0", "episode.max_turns=1",

@@ -17,8 +17,8 @@ from rollout.plots import read_steps
 from rollout.task_choice import TaskChoiceError
 from tbjax.config import load_config
 from tbjax.pipeline.stages import STAGES, heldout_split
+from tests.subprocess_support import clean_env
 
-REPO = Path(__file__).resolve().parents[3]
 ALL_BANDS = "[too_hard,hard,medium,easy,too_easy]"  # a 2-step warm start passes too rarely for the middle bands
 SHORT = ["warm_start.copy_drills=2", "warm_start.steps=2", "warm_start.episodes_per_step=4",
          "warm_start.checkpoint_every=1", "select.candidates=4", "select.trials=2", "select.min_clean_runs=1",
@@ -37,7 +37,7 @@ def start(*args: str, cwd: Path) -> subprocess.Popen:
     with (cwd / "pipeline.log").open("w") as log:
         return subprocess.Popen([sys.executable, "-m", "tbjax.train", *SHORT, *args], cwd=cwd, stdout=log,
                                 stderr=subprocess.STDOUT,
-                                env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+                                env=clean_env())
 
 
 def finish(process: subprocess.Popen, cwd: Path) -> str:
