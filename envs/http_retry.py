@@ -60,7 +60,10 @@ class RetryPolicy(BaseModel):
         if self.max_retry_after_s > self.retry_budget_s:
             raise ValueError(f"max_retry_after_s={self.max_retry_after_s} exceeds retry_budget_s="
                              f"{self.retry_budget_s}: a wait that long would never be made")
-        if self.max_retries == 0 and (set_ := sorted(self.model_fields_set & set(RETRY_SETTINGS))):
+        # a setting at its default is what a saved config holds, and acts no differently
+        changed = sorted(name for name in self.model_fields_set & set(RETRY_SETTINGS)
+                         if getattr(self, name) != type(self).model_fields[name].default)
+        if self.max_retries == 0 and (set_ := changed):
             raise ValueError(f"max_retries=0 never retries, so {', '.join(set_)} cannot act: drop them")
         return self
 

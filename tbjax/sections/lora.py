@@ -69,9 +69,12 @@ class LoraSection(Section):
             raise ValueError(f"lora.dropout={self.dropout}: GRPO's ratio and TIS compare the trainer's log-probs "
                              "with the sampling policy's, which dropout would change on every pass; set "
                              "lora.dropout=0 (the seed's recipe)")
-        if not self.enabled and self.model_fields_set - {"rank"}:
-            raise ValueError(f"lora.{sorted(self.model_fields_set - {'rank'})[0]} has no effect with lora.rank=0 "
-                             "(full-parameter training): set lora.rank (e.g. 16) to train adapters")
+        # a field set to its default is what a run's saved config.yaml holds, and acts no differently
+        changed = sorted(name for name in self.model_fields_set - {"rank"}
+                         if getattr(self, name) != type(self).model_fields[name].default)
+        if not self.enabled and changed:
+            raise ValueError(f"lora.{changed[0]} has no effect with lora.rank=0 (full-parameter training): set "
+                             "lora.rank (e.g. 16) to train adapters")
         if self.enabled:
             self.spec()  # refuses unknown targets
         return self

@@ -135,6 +135,11 @@ def test_settings_that_cannot_act_are_errors(settings: dict[str, Any], problem: 
         ChatEndpointConfig(base_url="http://127.0.0.1:9/v1", model="m", **settings)
 
 
+def test_a_saved_config_with_every_default_written_out_loads_back() -> None:
+    config = ChatEndpointConfig(base_url="http://127.0.0.1:9/v1", model="m", max_retries=0)
+    assert ChatEndpointConfig(**config.model_dump()) == config  # backoff_s etc. at their defaults act no differently
+
+
 @pytest.fixture(scope="module")
 def interpreter(tmp_path_factory: pytest.TempPathFactory) -> Interpreter:
     return Interpreter.from_pretrained(save_tokenizer(train_tokenizer(), tmp_path_factory.mktemp("tok")))

@@ -44,6 +44,8 @@ def test_plain_grpo_run_trains_checkpoints_and_exports(tmp_path):
     assert export.config.hidden_size == 64
     again = run(*SHORT, *GRPO_ONLY, cwd=tmp_path)  # a second call finds the run complete and only re-exports
     assert again.returncode == 0 and "done: 1 steps" in again.stdout
+    saved = tmp_path / "runs/default/config.yaml"  # every setting written out, defaults too: it loads back as it was
+    assert load_config(saved).to_yaml() == saved.read_text()
 
 
 def test_dry_run_prints_resolved_config_and_memory_plan_for_a_mesh_without_devices(tmp_path):
@@ -128,6 +130,8 @@ def test_lora_grpo_run_checkpoints_resumes_and_exports_the_merged_policy(tmp_pat
     assert "done: 1 steps" in result.stdout
     again = run(*SHORT, *GRPO_ONLY, "lora.rank=4", cwd=tmp_path)
     assert again.returncode == 0 and "done: 1 steps" in again.stdout, again.stdout + again.stderr
+    saved = tmp_path / "runs/default/config.yaml"
+    assert load_config(saved).to_yaml() == saved.read_text() and "rank: 4" in saved.read_text()
     export = tmp_path / "runs/default/export/v1"
     keys = safetensors.safe_open(export / "model.safetensors", "np").keys()
     assert keys and not [k for k in keys if "lora" in k]
@@ -149,6 +153,7 @@ def test_lora_settings_that_cannot_act_are_refused():
         load_config(overrides=["lora.rank=16", "lora.dropout=0.1"])
     with pytest.raises(ConfigError, match="lora.alpha has no effect with lora.rank=0"):
         load_config(overrides=["lora.alpha=16"])
+    assert not load_config(overrides=["lora.alpha=32"]).lora.enabled  # its default: what a saved config holds
     with pytest.raises(ConfigError, match="lora targets \\['qkv'\\] are neither profiles"):
         load_config(overrides=["lora.rank=16", "lora.targets=[qkv]"])
     assert load_config(overrides=["lora.rank=16"]).fingerprint() != load_config().fingerprint()
