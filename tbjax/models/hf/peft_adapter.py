@@ -34,11 +34,12 @@ PREFIX = "base_model.model."
 
 def _modules(model: Qwen, modules: frozenset[str] | None = None) -> dict[str, list[AdapterPath]]:
     """HF module name (model.layers.3.self_attn.q_proj) -> the paths of the projections it is here: one, or a
-    fused module's parts in its row order. For the HF modules named in `modules` (None: the adapted ones)."""
+    fused module's parts (which share one adapter, tbjax.models.lora). For the HF modules named in `modules`
+    (None: the adapted ones)."""
     layouts = hf_layouts(model.config)
     projections = adapted_projections(model) if modules is None else targeted_projections(model, modules)
     parts: dict[str, list[AdapterPath]] = {}
-    for path in sorted(projections, key=lambda path: layouts[(*path, "kernel")].row_offset):
+    for path in projections:
         name = str(layouts[(*path, "kernel")].names.item()).removesuffix(".weight")
         parts.setdefault(name, []).append(path)
     return parts
