@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.domains.clinic.desk import GATE, AppointmentId, PatientId, owned
+from envs.domains.clinic.tool_support import GATE, AppointmentId, PatientId, owned
 from envs.sdk import Escalations, Sandbox, ToolError, shown, usd
 
 REQUESTS = Escalations(GATE, "requests", "request_id", "RQ",

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.clinic.desk import GATE, PatientId, owned
+from envs.domains.clinic.tool_support import GATE, PatientId, owned
 from envs.sdk import Sandbox, ToolError, days_after, shown
 
 

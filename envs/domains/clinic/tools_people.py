@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.clinic.desk import GATE, PatientId, found
+from envs.domains.clinic.tool_support import GATE, PatientId, found
 from envs.sdk import Proof, Sandbox, ToolError, shown, usd
 
 PhoneGiven = Annotated[str | None, Field(description="the patient's phone number, e.g. 503-555-1042")]

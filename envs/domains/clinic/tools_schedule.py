@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.clinic.desk import GATE, AppointmentId, PatientId, PractitionerId, found, owned
+from envs.domains.clinic.tool_support import GATE, AppointmentId, PatientId, PractitionerId, found, owned
 from envs.sdk import IsoDate, Sandbox, ToolError, days_after, shown
 
 FirstDate = Annotated[IsoDate, Field(description="a date, YYYY-MM-DD")]

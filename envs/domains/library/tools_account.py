@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.domains.library.console import GATE, MemberId, Summary, fetch, unpaid_cents
+from envs.domains.library.tool_support import GATE, MemberId, Summary, fetch, unpaid_cents
 from envs.sdk import AmountConcerned, Proof, Sandbox, ToolError, shown, to_cents, usd
 
 CardNumberGiven = Annotated[str | None, Field(description="library card number, 14 digits (spaces allowed)")]

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.library.console import GATE, BranchId, ItemId, LoanId, MemberId, fetch
+from envs.domains.library.tool_support import GATE, BranchId, ItemId, LoanId, MemberId, fetch
 from envs.sdk import Sandbox, SearchText, ToolError, days_after, shown, usd
 
 _OPEN_HOLD = ("waiting", "ready")

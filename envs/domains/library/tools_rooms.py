@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.library.console import GATE, BranchId, MemberId, Summary, fetch
+from envs.domains.library.tool_support import GATE, BranchId, MemberId, Summary, fetch
 from envs.sdk import Sandbox, ToolError
 
 RoomId = Annotated[str, Field(description="room id, e.g. CEN-S1 (from list_rooms)")]

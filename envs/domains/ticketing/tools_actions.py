@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.domains.ticketing.access import (
+from envs.domains.ticketing.tool_support import (
     GATE,
     OrderId,
     TicketId,

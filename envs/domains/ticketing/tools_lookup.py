@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.ticketing.access import GATE, CustomerId, EventId, require
+from envs.domains.ticketing.tool_support import GATE, CustomerId, EventId, require
 from envs.sdk import Proof, Sandbox, SearchText, ToolError, shown
 
 _TICKET_VIEW = (

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.domains.utility.access import (
+from envs.domains.utility.tool_support import (
     GATE,
     AccountId,
     BillId,

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.domains.utility.access import GATE, AccountId, MeterId, existing, unpaid_balance_cents, verified_meter
+from envs.domains.utility.tool_support import GATE, AccountId, MeterId, existing, unpaid_balance_cents, verified_meter
 from envs.sdk import Proof, Sandbox, ToolError, shown, usd
 
 
