@@ -47,11 +47,12 @@ SessionOpener = Callable[[Task], Awaitable[EnvironmentSession]]
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeConfig:
-    """Defaults are the seed run's: 8192 tokens per turn within a ~106k-token episode, T=1, top-k 20, top-p 0.95."""
+    """What every episode runs under: its limits (turns, tokens, deadline) and how each turn is sampled. The
+    defaults are small and safe (32k-token episodes); the 27B reference configs set the seed run's."""
 
     max_turns: int = 40  # agent turns
-    max_tokens_per_turn: int = 8192
-    token_budget: int = 106_000  # the whole episode, prompt included
+    max_tokens_per_turn: int = 4096
+    token_budget: int = 32_000  # the whole episode, prompt included
     timeout_s: float = 1800.0
     temperature: float = 1.0
     top_k: int = 20

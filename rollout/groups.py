@@ -45,9 +45,12 @@ class SchedulingError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class GroupConfig:
-    groups: int = 18  # B: informative groups wanted per step
+    """How a step's batch is filled: B informative groups of G episodes each (small by default; the 27B
+    reference configs set the seed run's 18 x 8 with 144 episodes in flight)."""
+
+    groups: int = 4  # B: informative groups wanted per step
     group_size: int = 8  # G: episodes per task
-    max_concurrency: int = 144  # episodes in flight at once
+    max_concurrency: int = 32  # episodes in flight at once
     system_error_retries: int = 2  # re-runs of a group hit by a system error before its task is replaced
     max_extra_rounds: int = 4  # dynamic-sampling draws beyond the first B tasks
     max_replacements: int | None = None  # given-up tasks tolerated per batch; None: `groups`

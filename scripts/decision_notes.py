@@ -22,7 +22,7 @@ from rich.table import Table
 from envs import Task
 from rollout.episode import derive_seed, run_episode
 from rollout.interpret import Interpreter
-from tbjax.config import TrainConfig, load_config
+from tbjax.config import Config, load_config
 from tbjax.engine.configured import embedded_engine
 from tbjax.models.placement import load_policy
 from tbjax.pipeline.stages import heldout_split
@@ -44,7 +44,7 @@ def note_kind(task: Task, transcript: str) -> str:
     return KINDS[2] if any(field in turn for field in task.note.facts) else KINDS[3]
 
 
-async def trials(policy: Path, config: TrainConfig, k: int) -> Counter[tuple[str, str, bool]]:
+async def trials(policy: Path, config: Config, k: int) -> Counter[tuple[str, str, bool]]:
     """(template, note kind, passed) -> trials, over the noted held-out tasks."""
     _, heldout = heldout_split(config)
     tasks = [t for t in heldout if t.note is not None]

@@ -102,7 +102,7 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2, lora_rank: int = 0) -
     from tbjax.models import ModelConfig, Qwen, RuntimeConfig
     from tbjax.models.lora import add_adapters
     from tbjax.sections.lora import LoraSpec
-    from tbjax.sections.training import LossConfig
+    from tbjax.sections.training import GRPOSection
     from tbjax.trainer.packing import batch_from_groups
     from tbjax.trainer.update import GRPOTrainer
 
@@ -117,7 +117,7 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2, lora_rank: int = 0) -
         model = Qwen(cfg, nnx.Rngs(0))
         if lora_rank:
             add_adapters(model, LoraSpec(rank=lora_rank, alpha=2.0 * lora_rank))
-        trainer = GRPOTrainer(model, LossConfig(), logprob_chunk=16384)
+        trainer = GRPOTrainer(model, GRPOSection(), logprob_chunk=16384)
         state = trainer.init_state(model)
         # bfloat16 parameters: AdamW steps their float32 master weights; adapters are float32 and need none
         assert (state.master is None) == bool(lora_rank)
@@ -129,7 +129,7 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2, lora_rank: int = 0) -
                               ["0"], float(member % 2), "user_done")
 
         groups = [[episode(g, m) for m in range(2)] for g in range(rows // 2)]
-        batch = batch_from_groups(groups, LossConfig(), seq, 1)
+        batch = batch_from_groups(groups, GRPOSection(), seq, 1)
         state, _ = trainer.update(state, batch)  # compile
         jax.block_until_ready(state.params)
         start = time.perf_counter()

@@ -19,12 +19,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from rollout.task_choice import MissingTaskInput, TaskChoiceError, training_tasks
-from tbjax.config import ConfigError, TrainConfig, load_config
+from tbjax.config import Config, ConfigError, load_config
 
 console = Console()
 
 
-def parse_args(argv: list[str]) -> tuple[TrainConfig, bool]:
+def parse_args(argv: list[str]) -> tuple[Config, bool]:
     parser = argparse.ArgumentParser(prog="python -m tbjax.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="a YAML file, or a shipped config by name: tiny-cpu (the default), smoke, "
@@ -37,7 +37,7 @@ def parse_args(argv: list[str]) -> tuple[TrainConfig, bool]:
     return load_config(args.config, overrides), args.dry_run
 
 
-def check_tasks(config: TrainConfig, dry_run: bool) -> None:
+def check_tasks(config: Config, dry_run: bool) -> None:
     """The domains, templates and selection exist: known before any model loads. A missing file only warns
     in a dry run, which may plan a cluster's run on a laptop."""
     try:

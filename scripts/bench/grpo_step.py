@@ -32,7 +32,7 @@ from flax import nnx
 
 from rollout.trajectory import Trajectory
 from tbjax.models import ModelConfig, Qwen
-from tbjax.sections.training import LossConfig, OptimConfig
+from tbjax.sections.training import GRPOSection, OptimSection
 from tbjax.trainer.objective import episode_advantages
 from tbjax.trainer.packing import PackedBatch, batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
@@ -62,8 +62,8 @@ def synthetic_groups(args: argparse.Namespace) -> list[list[Trajectory]]:
     return groups
 
 
-def tunix_arrays(groups: list[list[Trajectory]], args: argparse.Namespace, optim: OptimConfig,
-                 loss: LossConfig) -> dict[str, np.ndarray]:
+def tunix_arrays(groups: list[list[Trajectory]], args: argparse.Namespace, optim: OptimSection,
+                 loss: GRPOSection) -> dict[str, np.ndarray]:
     """The same batch in tunix's layout (prompts left-padded, completions right-padded), the same advantages,
     and the setup the worker needs (it cannot import tbjax)."""
     episodes = [t for group in groups for t in group]
@@ -80,7 +80,7 @@ def tunix_arrays(groups: list[list[Trajectory]], args: argparse.Namespace, optim
             "advantages": advantages.astype(np.float32)}
 
 
-def tbjax_step(batch: PackedBatch, optim: OptimConfig, loss: LossConfig, logprob_chunk: int, cpu: list[float]):
+def tbjax_step(batch: PackedBatch, optim: OptimSection, loss: GRPOSection, logprob_chunk: int, cpu: list[float]):
     """One GRPOTrainer.update per call (the state it donates is carried over; its CPU seconds go to `cpu`),
     and the parameter count."""
     model = Qwen(ModelConfig.from_hf_dict(CONFIG), nnx.Rngs(0))
@@ -153,7 +153,7 @@ def main() -> None:
     parser.add_argument("--tunix-python", help="python of a venv with google-tunix (default: $TBJAX_TUNIX_PYTHON)")
     args = parser.parse_args()
     python = tunix_python(args.tunix_python)
-    optim, loss = OptimConfig(), LossConfig()
+    optim, loss = OptimSection(), GRPOSection()
     groups = synthetic_groups(args)
     tokens = sum(len(t.token_ids) for g in groups for t in g)
     batch = batch_from_groups(groups, loss, args.prompt + args.completion, args.micro_rows)

@@ -8,7 +8,7 @@ from pathlib import Path
 import jax
 
 from tbjax.assets.tiny import ARCHITECTURES, make_flax_checkpoint
-from tbjax.config import ConfigError, TrainConfig
+from tbjax.config import Config, ConfigError
 from tbjax.models import ModelConfig
 from tbjax.parallel.distributed import barrier, is_driver
 
@@ -30,7 +30,7 @@ def resolve_model_dir(path: str, run_dir: Path) -> Path:
     return target
 
 
-def planned_model_config(config: TrainConfig) -> ModelConfig:
+def planned_model_config(config: Config) -> ModelConfig:
     """The architecture to plan memory and meshes with: `model.architecture` where the checkpoint is not on
     this machine (planning a cluster run on a laptop), else the checkpoint's own config.json."""
     architecture = config.model.architecture

@@ -3,9 +3,9 @@ pipeline's selection and evaluation, and any script that serves a policy in-proc
 
 from __future__ import annotations
 
-from tbjax.config import RolloutSection
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import Qwen
+from tbjax.sections.rollout import RolloutSection
 
 
 def embedded_engine(model: Qwen, rollout: RolloutSection, weight_version: str) -> JaxEngine:

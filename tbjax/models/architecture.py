@@ -14,7 +14,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from tbjax.config import RuntimeConfig
+from tbjax.sections.model import RuntimeConfig
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "qwen3", "qwen3_moe", "qwen3_5_text", "qwen3_5")
 HYBRID_MODEL_TYPES = ("qwen3_5_text", "qwen3_5")

@@ -23,8 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from tbjax.config import AttentionImpl
 from tbjax.parallel.sharding import ShardingRules
+from tbjax.sections.model import AttentionImpl
 
 
 def causal_segment_mask(q_segments: jax.Array, kv_segments: jax.Array, q_offset: int | jax.Array = 0) -> jax.Array:

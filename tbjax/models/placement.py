@@ -15,7 +15,7 @@ from pathlib import Path
 from flax import nnx
 from jax.sharding import Mesh
 
-from tbjax.config import TrainConfig
+from tbjax.config import Config
 from tbjax.models import ModelConfig, Qwen, from_pretrained
 from tbjax.models.hf.importer import abstract_model
 from tbjax.parallel.mesh import MESH_AXES, MeshSpec, make_mesh, parse_mesh_spec
@@ -73,7 +73,7 @@ def checked_mesh(shape: str, layout: Sequence[str] | None, model_config: ModelCo
     return make_mesh(spec)
 
 
-def load_policy(path: Path, config: TrainConfig) -> Qwen:
+def load_policy(path: Path, config: Config) -> Qwen:
     """The HF directory `path` as the run configures it (dtypes, attention, remat, scan), sharded on the
     configured mesh once the mesh is checked against the model's shapes."""
     runtime = config.model.runtime()

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from rollout.formats import count
 from tbjax.assets.model_source import planned_model_config, resolve_model_dir
-from tbjax.config import ConfigError, TrainConfig
+from tbjax.config import Config, ConfigError
 from tbjax.models import CheckpointError, Qwen, UnsupportedModelError
 from tbjax.models.placement import load_policy
 from tbjax.parallel.distributed import DistributedConfig, initialize_distributed
@@ -30,7 +30,7 @@ USAGE_ERRORS = (ConfigError, MeshError, ShardingError, UnsupportedModelError, Ch
 MACHINE_ERRORS = (CheckpointWriteError,)
 
 
-def launch(config: TrainConfig, dry_run: bool, console: Console) -> int:
+def launch(config: Config, dry_run: bool, console: Console) -> int:
     """Runs the command; returns its exit code (0: done)."""
     configure_xla_memory(config.rollout.placement)  # before JAX starts its backend
     distributed = DistributedConfig(config.mesh.coordinator_address, config.mesh.num_processes,
@@ -54,7 +54,7 @@ def launch(config: TrainConfig, dry_run: bool, console: Console) -> int:
     return 0
 
 
-def policy_table(model: Qwen, config: TrainConfig) -> Table:
+def policy_table(model: Qwen, config: Config) -> Table:
     """What was loaded, as the run starts: architecture, size, dtypes, runtime, mesh and memory."""
     cfg = model.config
     table = Table(title=f"policy: {config.model.path}", show_header=False)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from rollout.compare_table import Row, domain_rows, markdown_table, score_rows
 from rollout.formats import pct
-from tbjax.config import TrainConfig
+from tbjax.config import Config
 
 
 def _tokens(summary: dict[str, Any]) -> str:
@@ -73,7 +73,7 @@ def exported_line(grpo: dict[str, Any]) -> str:
             "the held-out tasks and never trained on.")
 
 
-def slips_line(config: TrainConfig, slipped: dict[str, dict[str, int]] | None) -> str:
+def slips_line(config: Config, slipped: dict[str, dict[str, int]] | None) -> str:
     """The warm start's demonstrator: its slip rates and how many slipped demonstrations the verifier failed."""
     if not config.warm_start.slips:
         return "Warm start: the oracle's demonstrations only (a demonstrator that never slips)."
@@ -85,7 +85,7 @@ def slips_line(config: TrainConfig, slipped: dict[str, dict[str, int]] | None) -
             + "; ".join(parts) + ".")
 
 
-def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: TrainConfig,
+def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: Config,
                      steps: Sequence[dict[str, Any]] = (), decisions: Sequence[Sequence[str]] = (),
                      slipped: dict[str, dict[str, int]] | None = None,
                      on_templates: dict[str, Any] | None = None, grpo: dict[str, Any] | None = None) -> str:

@@ -49,11 +49,12 @@ from rollout.task_choice import (
     without_heldout,
 )
 from tbjax.assets.model_source import resolve_model_dir
-from tbjax.config import ConfigError, RunSection, TrainConfig
+from tbjax.config import Config, ConfigError
 from tbjax.engine.configured import embedded_engine
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models.placement import load_policy
 from tbjax.pipeline.results import results_markdown, results_table
+from tbjax.sections.run import RunSection
 from tbjax.trainer.loop import run_training, session_opener
 from tbjax.warmstart.warm_start import load_or_record_demos, load_or_record_slips, slip_summary, warm_start
 
@@ -61,7 +62,7 @@ console = Console()
 STAGES = ("assets", "warm start", "select", "evaluate base", "grpo", "evaluate trained", "compare")
 
 
-def has_stages(config: TrainConfig) -> bool:
+def has_stages(config: Config) -> bool:
     return bool(config.warm_start.steps or config.select.candidates or config.evaluate.tasks)
 
 
@@ -83,13 +84,13 @@ class StageClock:
         atomic_write(self.path, json.dumps(self.seconds, indent=2))
 
 
-def heldout_split(config: TrainConfig) -> tuple[list[Task], list[Task]]:
+def heldout_split(config: Config) -> tuple[list[Task], list[Task]]:
     """(tasks to train on, held-out tasks to evaluate on), as `evaluate.heldout`, `.tasks` and `.seed` say."""
     e = config.evaluate
     return split_heldout(config.tasks.source(), e.heldout, e.tasks, e.seed)
 
 
-def heldout_templates(config: TrainConfig) -> list[Task]:
+def heldout_templates(config: Config) -> list[Task]:
     """The heldout split's tasks evaluated beside held-out instances (`evaluate.templates_tasks`), or none."""
     e = config.evaluate
     if e.heldout != "instances" or not e.templates_tasks:
@@ -97,7 +98,7 @@ def heldout_templates(config: TrainConfig) -> list[Task]:
     return spread_over_templates(heldout_split_tasks(config.tasks.source()), e.templates_tasks, e.seed)
 
 
-def grpo_tasks(config: TrainConfig, heldout: list[Task]) -> list[Task]:
+def grpo_tasks(config: Config, heldout: list[Task]) -> list[Task]:
     """What GRPO draws from (`tasks.selected` as the selection stage left it), less the held-out (and
     validation) tasks."""
     tasks = training_tasks(config.tasks.source())
@@ -111,7 +112,7 @@ def grpo_tasks(config: TrainConfig, heldout: list[Task]) -> list[Task]:
 class Campaigns:
     """Trials of one policy on an in-process engine (selection and evaluation share it)."""
 
-    def __init__(self, policy_dir: Path, name: str, config: TrainConfig, interpreter: Interpreter) -> None:
+    def __init__(self, policy_dir: Path, name: str, config: Config, interpreter: Interpreter) -> None:
         self.config, self.name, self.interpreter = config, name, interpreter
         self.policy_dir = policy_dir
         self._engine: JaxEngine | None = None
@@ -148,7 +149,7 @@ def _complete(out: Path, tasks: list[Task], k: int) -> bool:
     return data.get("tasks") == len(tasks) and data.get("k") == k
 
 
-def _compare(root: Path, split: str, config: TrainConfig) -> dict[str, Any]:
+def _compare(root: Path, split: str, config: Config) -> dict[str, Any]:
     """Base vs trained on the campaigns eval/base{split} and eval/trained{split}, written to compare{split}/."""
     return write_comparison(root / "eval" / f"base{split}" / "trials.jsonl",
                             root / "eval" / f"trained{split}" / "trials.jsonl", root / f"compare{split}",
@@ -156,7 +157,7 @@ def _compare(root: Path, split: str, config: TrainConfig) -> dict[str, Any]:
                             seed=config.evaluate.seed)
 
 
-def plot_training(root: Path, config: TrainConfig) -> None:
+def plot_training(root: Path, config: Config) -> None:
     """learning_curves.png from GRPO's metrics and, where the run warm-started, warm_start_loss.png beside it
     (the warm start's loss per update, its copy drills shaded)."""
     learning_curves_png(root / "grpo" / "metrics.jsonl", root / "learning_curves.png")
@@ -170,7 +171,7 @@ def _write_ids(path: Path, ids: list[str]) -> str:
     return str(path)
 
 
-def run_pipeline(config: TrainConfig) -> dict[str, Any]:
+def run_pipeline(config: Config) -> dict[str, Any]:
     """Runs (or resumes) every stage; returns the comparison (compare.json's content)."""
     if jax.process_count() > 1:
         raise ConfigError("the warm-start / select / evaluate stages run in one process (the embedded engine); "

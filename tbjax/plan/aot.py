@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import AbstractMesh, Mesh, NamedSharding
 
-from tbjax.config import TrainConfig
+from tbjax.config import Config
 from tbjax.engine.device_step import step as engine_step
 from tbjax.engine.sampling import RowSampling
 from tbjax.models import ModelConfig, Qwen
@@ -85,7 +85,7 @@ class CompiledUpdate:
         return self.accumulate.seconds + self.apply.seconds
 
 
-def update_shape(config: TrainConfig, trainer: GRPOTrainer) -> UpdateShape:
+def update_shape(config: Config, trainer: GRPOTrainer) -> UpdateShape:
     """The batch of the run's largest step: every episode of the step's groups in a row of its own (packing
     only ever needs fewer rows)."""
     rows_per_micro = config.train.micro_batch_rows * trainer.rows_multiple
@@ -95,7 +95,7 @@ def update_shape(config: TrainConfig, trainer: GRPOTrainer) -> UpdateShape:
                        len(trainer.added_logprob_arrays))
 
 
-def abstract_trainer(config: TrainConfig, cfg: ModelConfig, mesh: Mesh | AbstractMesh,
+def abstract_trainer(config: Config, cfg: ModelConfig, mesh: Mesh | AbstractMesh,
                      rules: ShardingRules) -> GRPOTrainer:
     """The run's trainer over a model that exists only as shapes."""
     def adapted() -> Qwen:
@@ -106,7 +106,7 @@ def abstract_trainer(config: TrainConfig, cfg: ModelConfig, mesh: Mesh | Abstrac
     return make_trainer(config, nnx.eval_shape(adapted))
 
 
-def planned_update(config: TrainConfig, cfg: ModelConfig, spec: MeshSpec, mesh: Mesh | AbstractMesh,
+def planned_update(config: Config, cfg: ModelConfig, spec: MeshSpec, mesh: Mesh | AbstractMesh,
                    rules: ShardingRules) -> tuple[GRPOTrainer, UpdateShape, MemoryPlan]:
     """The run's update on the mesh: its trainer over abstract parameters, the shape of its largest step, and
     the analytic memory estimate of that step (what --dry-run prints and tbjax.compile checks)."""

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from rollout.formats import count
 from tbjax.assets.model_source import planned_model_config
-from tbjax.config import ConfigError, TrainConfig, load_config
+from tbjax.config import Config, ConfigError, load_config
 from tbjax.models import ModelConfig, UnsupportedModelError
 from tbjax.models.placement import check_mesh_divides
 from tbjax.parallel.mesh import MeshError, MeshSpec, make_mesh, parse_mesh_spec
@@ -84,7 +84,7 @@ def plan_and_report(args: argparse.Namespace, target: Target) -> int:
     return 0
 
 
-def print_plan(config: TrainConfig, model_config: ModelConfig, out: Console = console) -> None:
+def print_plan(config: Config, model_config: ModelConfig, out: Console = console) -> None:
     """What `python -m tbjax.train --dry-run` prints: the resolved config and the update's memory per device by
     tbjax.plan.memory's estimate of the largest step (`python -m tbjax.compile` compiles it for a machine)."""
     spec = parse_mesh_spec(config.mesh.shape, config.mesh.layout)
@@ -105,7 +105,7 @@ def print_plan(config: TrainConfig, model_config: ModelConfig, out: Console = co
               f"{decimal(plan.apply_peak)}; peak {decimal(plan.total)}", soft_wrap=True)
 
 
-def prepare(args: argparse.Namespace, target: Target) -> tuple[TrainConfig, ModelConfig, MeshSpec, Mesh | AbstractMesh]:
+def prepare(args: argparse.Namespace, target: Target) -> tuple[Config, ModelConfig, MeshSpec, Mesh | AbstractMesh]:
     """Config, model and mesh for the target; every config or mesh mistake surfaces here, before a compile."""
     if target.kind == "cpu":
         request_cpu_devices(target.devices)
@@ -158,7 +158,7 @@ def judge(estimate: MemoryPlan, compiled: CompiledUpdate | None, refusal: OutOfM
     return Verdict(None if budget is None else peak <= budget, peak, budget, source)
 
 
-def print_update(config: TrainConfig, cfg: ModelConfig, shape: UpdateShape, estimate: MemoryPlan,
+def print_update(config: Config, cfg: ModelConfig, shape: UpdateShape, estimate: MemoryPlan,
                  compiled: CompiledUpdate | None, target: Target, verdict: Verdict) -> None:
     console.print(f"GRPO update: {shape.micro_batches} micro-batch(es) x {shape.micro_batch_rows} row(s) per batch "
                   f"shard x {shape.row_len} tokens (every episode of {config.groups.groups} x "
@@ -200,7 +200,7 @@ def memory_table(estimate: MemoryPlan, compiled: CompiledUpdate | None, target: 
     return table
 
 
-def print_decode(config: TrainConfig, cfg: ModelConfig, mesh, rules: ShardingRules, target: Target,
+def print_decode(config: Config, cfg: ModelConfig, mesh, rules: ShardingRules, target: Target,
                  budget: int | None) -> CompiledStep | None:
     r = config.rollout
     title = f"decode step (embedded engine, {r.slots} slots x {r.max_len}-token KV cache)"

@@ -1,2 +1,7 @@
-"""The typed sections of the run configuration that tbjax.config's tree holds, below it so that the modules
-that read a section (the trainer, the warm start) need not import the tree."""
+"""Every section of the run configuration, one class per YAML key and named after it (`grpo` -> GRPOSection,
+`warm_start` -> WarmStartSection), grouped by what they configure: model.py (model, mesh), run.py, tasks.py
+(tasks, select, evaluate, validation), rollout.py (rollout, user, episode, groups), training.py (grpo, optim,
+train, warm_start) and lora.py. tbjax.config assembles them into the tree (`Config`) and loads it; they sit
+below it so that a module that reads one section (the trainer, the warm start) need not import the tree.
+A component's own parameters (rollout's EpisodeConfig, envs' ChatEndpointConfig) keep the `Config` suffix;
+a section built on one subclasses it."""

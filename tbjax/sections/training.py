@@ -16,7 +16,7 @@ MismatchMetric = Literal["logprob_gap", "logprob_gap_max", "mismatch_kl"]
 MismatchAction = Literal["warn", "fail"]
 
 
-class LossConfig(Section):
+class GRPOSection(Section):
     """The GRPO objective (tbjax.trainer.objective): clip ranges, aggregation, advantages, TIS and KL."""
 
     clip_low: float = 0.2
@@ -31,7 +31,7 @@ class LossConfig(Section):
     norm_length: int = 8192  # seq-mean-token-sum-norm's constant
 
     @model_validator(mode="after")
-    def _kl_can_act(self) -> LossConfig:
+    def _kl_can_act(self) -> GRPOSection:
         if self.kl_coef < 0:
             raise ValueError(f"grpo.kl_coef={self.kl_coef} is negative: a KL penalty's weight is >= 0 (0: no KL)")
         if self.kl_estimator is not None and not self.kl_coef:
@@ -45,7 +45,7 @@ class LossConfig(Section):
         return self.kl_coef > 0
 
 
-class OptimConfig(Section):
+class OptimSection(Section):
     """The seed run's AdamW: lr 1e-6, no weight decay, global-norm clipping at 1.0."""
 
     learning_rate: float = 1e-6
@@ -61,7 +61,7 @@ class OptimConfig(Section):
     master_dtype: Literal["float32", "none"] = "float32"
 
 
-class WarmStartConfig(Section):
+class WarmStartSection(Section):
     """The warm start (tbjax.warmstart): steps 0 disables it. Few steps on purpose: GRPO needs a policy that
     passes sometimes."""
 
@@ -78,7 +78,7 @@ class WarmStartConfig(Section):
     slips: dict[str, float] = {}
 
     @model_validator(mode="after")
-    def _slips_are_known_rates(self) -> WarmStartConfig:
+    def _slips_are_known_rates(self) -> WarmStartSection:
         unknown = sorted(set(self.slips) - {s.value for s in Slip})
         if unknown:
             raise ValueError(f"warm_start.slips names unknown slips {unknown}; known: {[s.value for s in Slip]}")

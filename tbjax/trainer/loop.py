@@ -35,7 +35,7 @@ from rollout.episode import SessionOpener, derive_seed, run_episode
 from rollout.groups import GroupScheduler
 from rollout.interpret import Interpreter
 from rollout.task_choice import carve, training_tasks, without_heldout
-from tbjax.config import TrainConfig
+from tbjax.config import Config
 from tbjax.engine.configured import embedded_engine
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_adapter, publish_weights, version_dir
@@ -68,7 +68,7 @@ def task_manifest_hash(tasks: list[Task]) -> str:
 class Run:
     """Everything the loop holds between steps."""
 
-    config: TrainConfig
+    config: Config
     trainer: GRPOTrainer
     state: TrainState
     engine: Any  # None on processes other than the driver
@@ -91,14 +91,14 @@ class Run:
         return self.config.run.directory
 
 
-def _user_factory(config: TrainConfig):
+def _user_factory(config: Config):
     if config.user.kind == "scripted":
         return ScriptedUser
     client = ChatClient.from_config(config.user.endpoint)
     return functools.partial(LlmUser, client=client, temperature=config.user.temperature)
 
 
-def session_opener(config: TrainConfig) -> SessionOpener:
+def session_opener(config: Config) -> SessionOpener:
     """Opens sessions of any known domain with the configured user simulator and prompt style."""
     return functools.partial(open_session, user=_user_factory(config), prompt=config.tasks.prompt)
 
@@ -214,7 +214,7 @@ async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any]
     }
 
 
-def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
+def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
               validation_tasks: list[Task] | None = None) -> Run:
     """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula). With
     `validation.tasks`, `validation_tasks` is the validation split (the pipeline carves it before the warm
@@ -259,7 +259,7 @@ def build_run(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Tas
                _refit_check(config, trainer, model), validation)
 
 
-def _mismatch_alarm(config: TrainConfig) -> MismatchAlarm | None:
+def _mismatch_alarm(config: Config) -> MismatchAlarm | None:
     """The configured alarm on the engine-vs-trainer mismatch, if any."""
     train = config.train
     if train.mismatch_alarm is None:
@@ -267,7 +267,7 @@ def _mismatch_alarm(config: TrainConfig) -> MismatchAlarm | None:
     return MismatchAlarm(train.mismatch_alarm, train.mismatch_alarm_metric, train.mismatch_action)
 
 
-def _refit_check(config: TrainConfig, trainer: GRPOTrainer, model: Qwen) -> RefitCheck | None:
+def _refit_check(config: Config, trainer: GRPOTrainer, model: Qwen) -> RefitCheck | None:
     """The check that published weights arrived (tolerance: configured, else the compute dtype's default)."""
     if not config.train.refit_probe:
         return None
@@ -275,7 +275,7 @@ def _refit_check(config: TrainConfig, trainer: GRPOTrainer, model: Qwen) -> Refi
     return RefitCheck(trainer, model.config.vocab_size, tolerance)
 
 
-def _engine(config: TrainConfig, trainer: GRPOTrainer, state: TrainState, step: int, vocab_size: int) -> Any:
+def _engine(config: Config, trainer: GRPOTrainer, state: TrainState, step: int, vocab_size: int) -> Any:
     """The driver's rollout engine; None on the other processes (which still join the collective gather).
     SGLang's answers are checked against the policy's `vocab_size`."""
     if config.rollout.engine == "embedded":
@@ -375,7 +375,7 @@ def _policy(run: Run) -> Qwen:
     return model
 
 
-def run_training(config: TrainConfig, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
+def run_training(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
                  validation_tasks: list[Task] | None = None) -> Path:
     return asyncio.run(run_steps(build_run(config, model, model_dir, tasks, validation_tasks)))
 

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tbjax.sections.training import KLEstimator, LossConfig
+from tbjax.sections.training import GRPOSection, KLEstimator
 
 # Per-token float32 log-probs the trainer adds to a packed batch before an update's first optimizer step
 # (tbjax.trainer.update), laid out like its other fields: the pre-update policy's ("old", the ratio's
@@ -45,7 +45,7 @@ def group_advantages(rewards: np.ndarray, normalize_std: bool = True, eps: float
     return centered.astype(np.float32)
 
 
-def episode_advantages(groups: Sequence[Sequence[float]], config: LossConfig) -> np.ndarray:
+def episode_advantages(groups: Sequence[Sequence[float]], config: GRPOSection) -> np.ndarray:
     """Every episode's advantage, group after group, from each group's rewards (groups may differ in size)."""
     if not groups:
         return np.zeros(0, np.float32)
@@ -53,7 +53,7 @@ def episode_advantages(groups: Sequence[Sequence[float]], config: LossConfig) ->
                            for rewards in groups])
 
 
-def token_weights(lengths: np.ndarray, config: LossConfig) -> tuple[np.ndarray, float]:
+def token_weights(lengths: np.ndarray, config: GRPOSection) -> tuple[np.ndarray, float]:
     """Per-episode token weight and the batch denominator for the configured aggregation.
 
     lengths: [episodes] trained-token counts. Returns (weight per episode [episodes], denominator).
@@ -76,7 +76,7 @@ def policy_loss_terms(
     advantages: jax.Array,
     mask: jax.Array,
     weights: jax.Array,
-    config: LossConfig,
+    config: GRPOSection,
     ref_logprobs: jax.Array | None = None,
 ) -> dict[str, jax.Array]:
     """Per-token arrays of any (same) shape -> sums over the batch slice: `loss` (the numerator) and metric
@@ -114,7 +114,7 @@ def policy_loss_terms(
 
 
 def loss_terms(logprobs: jax.Array, entropy: jax.Array, micro: dict[str, jax.Array],
-               config: LossConfig) -> dict[str, jax.Array]:
+               config: GRPOSection) -> dict[str, jax.Array]:
     """The loss numerator and the metric sums of one micro-batch from its trained log-probs and entropies. The
     ratio's old log-probs are the micro-batch's OLD_LOGPROBS where the update computed them, else the current
     ones under stop-gradient (ratio 1); REF_LOGPROBS, where present, feed the KL term."""

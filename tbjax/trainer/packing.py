@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rollout.trajectory import Trajectory
-from tbjax.sections.training import LossConfig
+from tbjax.sections.training import GRPOSection
 from tbjax.trainer.objective import episode_advantages, token_weights
 
 FIELDS = ("tokens", "positions", "segments", "targets", "mask", "behaviour_logprobs", "advantages", "weights")
@@ -121,7 +121,7 @@ def episode_spans(batch: PackedBatch) -> list[tuple[int, int, int]]:
     return spans
 
 
-def split_episodes(batch: PackedBatch, parts: int, config: LossConfig, rows_multiple: int = 1) -> list[PackedBatch]:
+def split_episodes(batch: PackedBatch, parts: int, config: GRPOSection, rows_multiple: int = 1) -> list[PackedBatch]:
     """The batch's episodes dealt into `parts` mini-batches, each packed like the batch (row width, rows per
     micro-batch) with its own denominator for `config`'s aggregation; per-token values are copied, so advantages
     stay those of the whole groups. Episodes are dealt longest first, round robin, so the parts' token counts
@@ -134,7 +134,7 @@ def split_episodes(batch: PackedBatch, parts: int, config: LossConfig, rows_mult
     return [_repacked(batch, [spans[i] for i in order[p::parts]], config, rows_multiple) for p in range(parts)]
 
 
-def _repacked(batch: PackedBatch, spans: list[tuple[int, int, int]], config: LossConfig,
+def _repacked(batch: PackedBatch, spans: list[tuple[int, int, int]], config: GRPOSection,
               rows_multiple: int) -> PackedBatch:
     """The episodes at `spans` of `batch`, packed anew (first-fit decreasing) into a batch of their own."""
     _, unit, row_len = batch.shape
@@ -177,7 +177,7 @@ def trained_positions(mask: np.ndarray, shards: int) -> np.ndarray:
     return index
 
 
-def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: LossConfig, row_len: int,
+def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: GRPOSection, row_len: int,
                       micro_rows: int, rows_multiple: int = 1, format_penalty: float = 0.0) -> PackedBatch | None:
     """Scored groups -> the packed batch with advantages (from `Trajectory.score`) and weights; None when
     every advantage is zero (all scores equal in every group): then there is nothing to learn and the

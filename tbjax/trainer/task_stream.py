@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import grain
 
 from envs import Task
-from tbjax.config import TasksSection
+from tbjax.sections.tasks import TasksSection
 
 
 class TaskStream(Protocol):

@@ -12,12 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from tbjax.sections.training import OptimConfig
+from tbjax.sections.training import OptimSection
 
 Params = dict[str, Any]
 
 
-def make_optimizer(config: OptimConfig) -> optax.GradientTransformation:
+def make_optimizer(config: OptimSection) -> optax.GradientTransformation:
     schedule = optax.constant_schedule(config.learning_rate)
     if config.warmup_steps:
         schedule = optax.join_schedules(

@@ -31,7 +31,7 @@ compare against:
 - several steps: before the first, a forward program (`logprobs`, no gradient) computes the pre-update
   policy's log-probs of every mini-batch once (OLD_LOGPROBS); every step's ratio and TIS weight use them, so
   from the second step on the ratio leaves 1 and the clip acts.
-- KL (`LossConfig.kl_coef` > 0): the same forward program with the reference parameters (the policy's at the
+- KL (`GRPOSection.kl_coef` > 0): the same forward program with the reference parameters (the policy's at the
   start of training, `keep_reference`, kept on the device or in pinned host memory) gives REF_LOGPROBS once
   per batch, for the k1 or k3 penalty of tbjax.trainer.objective.
 
@@ -56,11 +56,11 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from tbjax.config import TrainConfig
+from tbjax.config import Config
 from tbjax.models import Qwen
 from tbjax.parallel.offload import HostOffload
 from tbjax.parallel.sharding import ShardingRules, param_shardings
-from tbjax.sections.training import LossConfig, OptimConfig
+from tbjax.sections.training import GRPOSection, OptimSection
 from tbjax.trainer.logprobs import trained_logprobs
 from tbjax.trainer.objective import OLD_LOGPROBS, REF_LOGPROBS, loss_terms, step_metrics
 from tbjax.trainer.packing import (
@@ -94,7 +94,7 @@ class GRPOTrainer:
     optimizer steps per batch (module docstring). `reference_placement`: where the KL reference waits between
     batches (`keep_reference`)."""
 
-    def __init__(self, model: Qwen, loss: LossConfig | None = None, optim: OptimConfig | None = None, *,
+    def __init__(self, model: Qwen, loss: GRPOSection | None = None, optim: OptimSection | None = None, *,
                  temperature: float = 1.0, logprob_chunk: int = 8192, mesh: Mesh | None = None,
                  rules: ShardingRules | None = None, offload_optimizer: bool = False, micro_batches_per_call: int = 0,
                  ppo_epochs: int = 1, mini_batches: int = 1,
@@ -102,7 +102,7 @@ class GRPOTrainer:
         if ppo_epochs < 1 or mini_batches < 1:
             raise ValueError(f"train.ppo_epochs={ppo_epochs} and train.mini_batches={mini_batches} must be >= 1 "
                              "(1 and 1: one optimizer step per rollout batch)")
-        self.loss, self.temperature, self.logprob_chunk = loss or LossConfig(), temperature, logprob_chunk
+        self.loss, self.temperature, self.logprob_chunk = loss or GRPOSection(), temperature, logprob_chunk
         self.ppo_epochs, self.mini_batches, self.reference_placement = ppo_epochs, mini_batches, reference_placement
         self.reference: Params | None = None  # the KL reference's parameters (keep_reference)
         abstract_model = nnx.eval_shape(lambda: model)
@@ -112,7 +112,7 @@ class GRPOTrainer:
         self.graphdef, abstract, self.abstract_frozen = nnx.split(abstract_model, self.trains, ...)
         self.abstract_state = abstract
         self.frozen: Params = {}  # the base weights under LoRA (init_state), read by every program, never updated
-        optim = optim or OptimConfig()
+        optim = optim or OptimSection()
         self.optimizer = make_optimizer(optim)
         self.keeps_master = keeps_master(nnx.to_pure_dict(abstract), optim.master_dtype)
         self.compute_dtype = model.config.compute_dtype
@@ -395,7 +395,7 @@ def _with_array(batch: PackedBatch, name: str, values: jax.Array) -> PackedBatch
     return dataclasses.replace(batch, arrays={**batch.arrays, name: values})
 
 
-def make_trainer(config: TrainConfig, model: Qwen) -> GRPOTrainer:
+def make_trainer(config: Config, model: Qwen) -> GRPOTrainer:
     """The update as a run configures it; `python -m tbjax.compile` compiles this very one ahead of time."""
     return GRPOTrainer(model, config.grpo, config.optim, temperature=config.episode.temperature,
                        logprob_chunk=config.train.logprob_chunk,

@@ -29,7 +29,7 @@ from rollout.episode import SessionOpener
 from rollout.evaluate import evaluate
 from rollout.evaluation.runner import token_trial_runner
 from rollout.interpret import Interpreter
-from tbjax.config import TrainConfig
+from tbjax.config import Config
 from tbjax.parallel.distributed import broadcast_from_driver, is_driver
 
 SCORE = "pass@1"  # of the campaign's summary.json: mean reward over the split's trials
@@ -52,7 +52,7 @@ class Verdict:
 @dataclasses.dataclass
 class Validation:
     tasks: list[Task]
-    config: TrainConfig
+    config: Config
     directory: Path  # <run>/validation
 
     def forget_after(self, step: int, validated: Path) -> None:

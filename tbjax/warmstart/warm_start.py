@@ -40,7 +40,7 @@ from rollout.records import atomic_write
 from rollout.trajectory import Trajectory
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_weights
-from tbjax.sections.training import LossConfig, OptimConfig, WarmStartConfig
+from tbjax.sections.training import GRPOSection, OptimSection, WarmStartSection
 from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.packing import pack
 from tbjax.trainer.update import GRPOTrainer
@@ -49,7 +49,7 @@ from tbjax.warmstart.copy_drills import drill_batch, drill_row_len
 from tbjax.warmstart.fresh_values import digit_token_ids, refresh_values
 
 log = logging.getLogger(__name__)
-MLE = LossConfig(aggregation="token_mean", tis_cap=None, kl_coef=0.0)  # unit advantages: maximum likelihood
+MLE = GRPOSection(aggregation="token_mean", tis_cap=None, kl_coef=0.0)  # unit advantages: maximum likelihood
 
 
 # task id -> slip -> the oracle's slipped episode, in the order envs.oracle.slips_of gives the task's slips
@@ -103,7 +103,7 @@ def load_or_record_demos(path: Path, tasks: list[Task], interpreter: Interpreter
     return trajectories
 
 
-def _maybe_slipped(demo: Trajectory, config: WarmStartConfig, slipped: Slipped, rng: np.random.Generator
+def _maybe_slipped(demo: Trajectory, config: WarmStartSection, slipped: Slipped, rng: np.random.Generator
                    ) -> Trajectory:
     """`demo`, or with the configured chance per slip kind one of its task's slipped episodes (in the order
     the task admits them; a slip recorded as None, too long to train on, draws `demo`)."""
@@ -115,7 +115,7 @@ def _maybe_slipped(demo: Trajectory, config: WarmStartConfig, slipped: Slipped, 
     return demo
 
 
-def step_batch(demos: list[Trajectory], step: int, config: WarmStartConfig, digit_ids: list[int] | None = None,
+def step_batch(demos: list[Trajectory], step: int, config: WarmStartSection, digit_ids: list[int] | None = None,
                slipped: Slipped | None = None) -> list[Trajectory]:
     """The demonstrations of update `step` (0-based): epochs of a seeded permutation, each drawn demonstration
     replaced by one of its task's `slipped` episodes with the chances of `config.slips` and given fresh values
@@ -139,7 +139,7 @@ def step_batch(demos: list[Trajectory], step: int, config: WarmStartConfig, digi
     return [refresh_values(d, digit_ids, rng) if rng.random() < config.fresh_values else d for d in batch]
 
 
-def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: WarmStartConfig, out: Path, *,
+def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: WarmStartSection, out: Path, *,
                row_len: int, micro_batch_rows: int = 1, logprob_chunk: int = 8192,
                on_step: Callable[[dict], None] | None = None, slipped: Slipped | None = None) -> Path:
     """Trains `model` on `config.copy_drills` updates of copy drills, then `config.steps` on `demos`, slipping
@@ -166,7 +166,7 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
                           for slip, t in by_slip.items()} for task, by_slip in slipped.items()}
     if not demos:
         raise ValueError("no demonstrations to warm start from: the oracle passed no training task")
-    optim = OptimConfig(learning_rate=config.learning_rate, warmup_steps=config.warmup_steps,
+    optim = OptimSection(learning_rate=config.learning_rate, warmup_steps=config.warmup_steps,
                         grad_clip=config.grad_clip)
     trainer = GRPOTrainer(model, MLE, optim, logprob_chunk=logprob_chunk)
     state = trainer.init_state(model)
@@ -208,7 +208,7 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
     return publish_weights(trainer.model_for(state.params), out / "export", total, tokenizer_dir=model_dir)
 
 
-def _fingerprint(config: WarmStartConfig) -> str:
+def _fingerprint(config: WarmStartSection) -> str:
     """What a resumed warm start must share with the checkpoint's run: everything but the step count (the
     schedule is constant after warm-up, so running longer continues the same run) and the save interval."""
     return repr(tuple(config.model_copy(update={"steps": 0, "checkpoint_every": 0}).model_dump().values()))

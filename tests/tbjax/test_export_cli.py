@@ -13,9 +13,9 @@ import pytest
 import torch
 import transformers
 
-from tbjax.config import RuntimeConfig
 from tbjax.export import main
 from tbjax.models import from_pretrained
+from tbjax.sections.model import RuntimeConfig
 from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.update import GRPOTrainer
 from tests.subprocess_support import clean_env

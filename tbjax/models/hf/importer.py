@@ -15,13 +15,13 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from tbjax.config import RuntimeConfig
 from tbjax.models.architecture import ModelConfig
 from tbjax.models.hf.layout import UNMODELLED_PARTS, TensorLayout, hf_layouts
 from tbjax.models.hf.safetensors_reader import CheckpointError, SafetensorsReader
 from tbjax.models.qwen import Qwen
 from tbjax.parallel.mesh import MESH_AXES
 from tbjax.parallel.sharding import ShardingRules, path_name
+from tbjax.sections.model import RuntimeConfig
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from jax.sharding import PartitionSpec as P
 from tbjax.models import RuntimeConfig, from_pretrained
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
 from tbjax.parallel.sharding import ShardingError, ShardingRules
-from tbjax.sections.training import LossConfig
+from tbjax.sections.training import GRPOSection
 from tbjax.trainer.logprobs import chunked_logprobs
 from tbjax.trainer.objective import policy_loss_terms
 from tbjax.trainer.packing import batch_from_groups
@@ -54,7 +54,7 @@ def test_grpo_gradient_is_finite_and_matches_finite_differences(tiny_dir):
     """The trainer's gradient (packed episodes, segment ids, vocabulary-chunked log-probs, full remat) against
     central differences of the clipped-ratio loss along a random unit direction in a dozen Gated DeltaNet
     and attention parameters."""
-    config = LossConfig()
+    config = GRPOSection()
     batch = batch_from_groups(synthetic_groups(groups=2, size=3), config, row_len=128, micro_rows=4)
     assert batch.shape[0] == 1  # one micro-batch: the loss below is the batch's
     arrays = {k: jnp.asarray(v[0]) for k, v in batch.arrays.items()}

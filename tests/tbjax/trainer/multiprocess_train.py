@@ -13,11 +13,11 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from tbjax.config import MeshSection
 from tbjax.models import from_pretrained
 from tbjax.parallel.distributed import DistributedConfig, initialize_distributed
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
 from tbjax.sections.lora import LoraSection
+from tbjax.sections.model import MeshSection
 from tbjax.trainer.lockstep import is_driver, share_batch
 from tbjax.trainer.loop import build_run, run_steps
 from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks

@@ -19,7 +19,7 @@ from rollout.interpret import Interpreter
 from rollout.oracle import OracleEngine
 from rollout.trajectory import Trajectory
 from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
-from tbjax.sections.training import LossConfig
+from tbjax.sections.training import GRPOSection
 from tbjax.trainer.packing import batch_from_groups
 
 GROUP = 4
@@ -77,7 +77,7 @@ def test_passes_that_stumbled_are_scored_below_clean_ones_and_pushed_down(interp
     assert group.scores == [1.0, 0.75] * (GROUP // 2) and batch.groups == [group]
     assert batch.counts.reward_sum == GROUP  # the pass rate still counts verdicts
 
-    packed = batch_from_groups([group.trajectories], LossConfig(), 8192, 1, format_penalty=0.25)
+    packed = batch_from_groups([group.trajectories], GRPOSection(), 8192, 1, format_penalty=0.25)
     assert packed is not None
     advantages, mask = packed.arrays["advantages"], packed.arrays["mask"] != 0
     stumbled = sum(sum(t.loss_mask[1:]) for t in group.trajectories[1::2])
@@ -89,7 +89,7 @@ def test_passes_that_stumbled_are_scored_below_clean_ones_and_pushed_down(interp
 def test_without_the_penalty_the_same_group_is_dropped(interpreter) -> None:
     batch = run_group(interpreter, format_penalty=0.0)
     assert batch.groups == [] and batch.counts.dropped_all_equal == 1
-    assert batch_from_groups([batch.scored[0].trajectories], LossConfig(), 8192, 1) is None
+    assert batch_from_groups([batch.scored[0].trajectories], GRPOSection(), 8192, 1) is None
 
 
 @pytest.mark.parametrize("penalty", [-0.1, 1.5])

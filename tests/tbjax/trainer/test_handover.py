@@ -21,7 +21,7 @@ from tbjax.models import from_pretrained
 from tbjax.models.hf.versions import publish_weights
 from tbjax.parallel.offload import HOST_MEMORY, HostOffload
 from tbjax.parallel.xla_memory import configure_xla_memory
-from tbjax.sections.training import LossConfig, OptimConfig
+from tbjax.sections.training import GRPOSection, OptimSection
 from tbjax.trainer.handover import Handover, IllegalTransition, Phase
 from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.packing import batch_from_groups
@@ -72,9 +72,9 @@ class Trainer:
 
     def __init__(self, model_dir) -> None:
         model = from_pretrained(model_dir)
-        self.trainer = GRPOTrainer(model, LossConfig(), OptimConfig(learning_rate=1e-4), logprob_chunk=512)
+        self.trainer = GRPOTrainer(model, GRPOSection(), OptimSection(learning_rate=1e-4), logprob_chunk=512)
         self.state = self.trainer.init_state(model)
-        self.batch = batch_from_groups(synthetic_groups(), LossConfig(), 512, 1)
+        self.batch = batch_from_groups(synthetic_groups(), GRPOSection(), 512, 1)
 
     def memory_kinds(self, part: str | None = None) -> set[str]:
         return memory_kinds(self.state if part is None else getattr(self.state, part))

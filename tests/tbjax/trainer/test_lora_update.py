@@ -17,7 +17,7 @@ from tbjax.models import from_pretrained
 from tbjax.models.hf.peft_adapter import load_adapter, save_adapter
 from tbjax.models.lora import add_adapters
 from tbjax.sections.lora import ATTENTION_MLP, LoraSpec
-from tbjax.sections.training import LossConfig, OptimConfig
+from tbjax.sections.training import GRPOSection, OptimSection
 from tbjax.trainer.objective import REF_LOGPROBS
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
@@ -35,7 +35,7 @@ def test_an_update_trains_the_adapters_alone(tiny_dir):
     model = from_pretrained(tiny_dir("qwen3"), dtype="bfloat16")
     base = flat(nnx.to_pure_dict(nnx.state(model, nnx.Param)))  # before any adapter: the bfloat16 weights
     add_adapters(model, SPEC, seed=1)
-    trainer = GRPOTrainer(model, LossConfig(kl_coef=0.1), OptimConfig(learning_rate=1e-2), logprob_chunk=512,
+    trainer = GRPOTrainer(model, GRPOSection(kl_coef=0.1), OptimSection(learning_rate=1e-2), logprob_chunk=512,
                           mini_batches=2)
     state = trainer.init_state(model)
     trainer.keep_reference(state.params)
@@ -57,13 +57,13 @@ def test_an_update_trains_the_adapters_alone(tiny_dir):
 def test_the_kl_reference_is_the_base_with_its_adapters_off(tiny_dir):
     path = tiny_dir("qwen3")
     plain = from_pretrained(path)
-    plain_trainer = GRPOTrainer(plain, LossConfig(), logprob_chunk=512)
+    plain_trainer = GRPOTrainer(plain, GRPOSection(), logprob_chunk=512)
     plain_params = plain_trainer.init_state(plain).params
     model = from_pretrained(path)
     add_adapters(model, SPEC, seed=1)
     for variable in [v for _, v in nnx.iter_graph(model) if isinstance(v, nnx.LoRAParam)]:  # B != 0: it acts
         variable[...] = 0.1 * np.random.default_rng(len(variable.shape)).standard_normal(variable.shape)
-    trainer = GRPOTrainer(model, LossConfig(kl_coef=0.1), logprob_chunk=512)
+    trainer = GRPOTrainer(model, GRPOSection(kl_coef=0.1), logprob_chunk=512)
     state = trainer.init_state(model)
     trainer.keep_reference(state.params)
     assert flat(trainer.reference).size == adapter_elements(model)  # no second copy of the weights
@@ -85,7 +85,7 @@ def test_lora_gradient_matches_peft_on_transformers_qwen3(tiny_dir, tmp_path):
                              init_lora_weights=False, lora_dropout=0.0)
     reference = peft.get_peft_model(base, config)
     reference.save_pretrained(tmp_path / "start")
-    loss = LossConfig(tis_cap=TIS_CAP)
+    loss = GRPOSection(tis_cap=TIS_CAP)
     groups = with_behaviour_near(reference, graded_groups(seed=3, groups=2), seed=3)
     torch_loss(reference, [t for g in groups for t in g], group_advantages(groups), loss).backward()
     expected = {name.replace(".default", ""): p.grad.numpy() for name, p in reference.named_parameters()

@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from tbjax.config import RuntimeConfig
 from tbjax.models import from_pretrained
-from tbjax.sections.training import LossConfig, OptimConfig
+from tbjax.sections.model import RuntimeConfig
+from tbjax.sections.training import GRPOSection, OptimSection
 from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
@@ -31,11 +31,11 @@ def bf16_exact_twin(path):
 
 def trained(model, master_dtype: str = "float32"):
     """The state after one rollout batch of STEPS optimizer steps at the seed's lr, and the start's weights."""
-    trainer = GRPOTrainer(model, optim=OptimConfig(learning_rate=1e-6, master_dtype=master_dtype),
+    trainer = GRPOTrainer(model, optim=OptimSection(learning_rate=1e-6, master_dtype=master_dtype),
                           logprob_chunk=512, mini_batches=STEPS)
     state = trainer.init_state(model)
     start = flat(state.params).astype(np.float32)  # before the update donates the buffers
-    batch = batch_from_groups(synthetic_groups(seed=3), LossConfig(), 128, 1, trainer.rows_multiple)
+    batch = batch_from_groups(synthetic_groups(seed=3), GRPOSection(), 128, 1, trainer.rows_multiple)
     state, metrics = trainer.update(state, batch)
     assert metrics["optimizer_steps"] == STEPS
     return state, start

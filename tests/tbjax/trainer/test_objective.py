@@ -15,7 +15,7 @@ from tbjax.config import ConfigError, load_config
 from tbjax.models import from_pretrained
 from tbjax.models.hf.layout import hf_layouts
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
-from tbjax.sections.training import LossConfig, OptimConfig
+from tbjax.sections.training import GRPOSection, OptimSection
 from tbjax.trainer.objective import OLD_LOGPROBS
 from tbjax.trainer.packing import batch_from_groups, split_episodes
 from tbjax.trainer.train_state import TrainState
@@ -23,7 +23,7 @@ from tbjax.trainer.update import GRPOTrainer
 from tests.tbjax.trainer.support import flat, graded_groups
 from tests.tbjax.trainer.torch_reference import TIS_CAP, group_advantages, torch_loss, with_behaviour_near
 
-FAST = OptimConfig(learning_rate=1e-2)  # large enough that one step moves ratios out of [0.8, 1.28]
+FAST = OptimSection(learning_rate=1e-2)  # large enough that one step moves ratios out of [0.8, 1.28]
 
 
 def copied(state: TrainState) -> TrainState:
@@ -56,7 +56,7 @@ def test_the_clip_binds_from_the_second_epoch_on(tiny):
     """ppo_epochs=2: step 1 has ratio 1 (nothing clipped), step 2 compares with the pre-update log-probs, so
     the clip binds and its range changes the gradient."""
     model = from_pretrained(tiny)
-    loss = LossConfig()
+    loss = GRPOSection()
     trainer = GRPOTrainer(model, loss, FAST, logprob_chunk=512, ppo_epochs=2)
     state = trainer.init_state(model)
     batch = batch_from_groups(graded_groups(), loss, 128, 1)
@@ -64,7 +64,7 @@ def test_the_clip_binds_from_the_second_epoch_on(tiny):
     [part] = trainer.prepare(state.params, batch)
     state, first = trainer.step(state, part)
     assert first["clip_fraction"] == 0.0
-    wide = GRPOTrainer(model, LossConfig(clip_low=10.0, clip_high=10.0), FAST, logprob_chunk=512)
+    wide = GRPOTrainer(model, GRPOSection(clip_low=10.0, clip_high=10.0), FAST, logprob_chunk=512)
     denominator = jnp.float32(part.denominator)
     tight_grads, tight = trainer.gradients(state.params, arrays(part), denominator)
     wide_grads, wide_sums = wide.gradients(state.params, arrays(part), denominator)
@@ -80,7 +80,7 @@ def test_old_logprobs_are_computed_once_before_the_first_step(tiny):
     """The forward program runs once per mini-batch, all before the first optimizer step, and gives the
     model's own log-probs of the trained targets."""
     model = from_pretrained(tiny)
-    loss = LossConfig()
+    loss = GRPOSection()
     trainer = GRPOTrainer(model, loss, FAST, logprob_chunk=512, ppo_epochs=2, mini_batches=2)
     state = trainer.init_state(model)
     batch = batch_from_groups(graded_groups(), loss, 128, 1)
@@ -99,11 +99,11 @@ def test_old_logprobs_are_computed_once_before_the_first_step(tiny):
 def test_the_first_of_several_steps_is_the_single_step_update(tiny):
     """Old log-probs from the forward program equal the gradient program's own: the first step of a
     ppo_epochs=2 update is today's one-step update (gradient to 1e-6, the same metrics and parameters)."""
-    loss, groups = LossConfig(), graded_groups(seed=1)
+    loss, groups = GRPOSection(), graded_groups(seed=1)
     results = []
     for epochs in (1, 2):
         model = from_pretrained(tiny)
-        trainer = GRPOTrainer(model, loss, OptimConfig(), logprob_chunk=512, ppo_epochs=epochs)
+        trainer = GRPOTrainer(model, loss, OptimSection(), logprob_chunk=512, ppo_epochs=epochs)
         state = trainer.init_state(model)
         batch = batch_from_groups(groups, loss, 64, 1)
         [part] = trainer.prepare(state.params, batch)
@@ -121,7 +121,7 @@ def test_the_first_of_several_steps_is_the_single_step_update(tiny):
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean"])
 def test_mini_batches_hold_whole_episodes_with_denominators_of_their_own(aggregation):
-    loss = LossConfig(aggregation=aggregation)
+    loss = GRPOSection(aggregation=aggregation)
     batch = batch_from_groups(graded_groups(), loss, 128, 2)
     parts = split_episodes(batch, 3, loss)
     assert [p.episodes for p in parts] == [4, 4, 4]
@@ -144,7 +144,7 @@ def test_kl_is_zero_at_the_reference_and_grows_after_a_step(tiny, estimator, pla
     waiting in pinned host memory gives bitwise the result of the one kept on the device. k3 is never negative;
     k1 is the mean of log pi - log ref, here over tokens the policy did not sample (either sign): exactly the
     change of the trained tokens' mean log-likelihood since the reference (`nll` is the current policy's)."""
-    loss, groups = LossConfig(kl_coef=0.5, kl_estimator=estimator), graded_groups(seed=2)
+    loss, groups = GRPOSection(kl_coef=0.5, kl_estimator=estimator), graded_groups(seed=2)
     outcomes = []
     for placement in placements:
         model = from_pretrained(tiny)
@@ -170,7 +170,7 @@ def test_kl_is_zero_at_the_reference_and_grows_after_a_step(tiny, estimator, pla
 
 def test_kl_without_a_reference_is_an_error(tiny):
     model = from_pretrained(tiny)
-    trainer = GRPOTrainer(model, LossConfig(kl_coef=0.1), logprob_chunk=512)
+    trainer = GRPOTrainer(model, GRPOSection(kl_coef=0.1), logprob_chunk=512)
     batch = batch_from_groups(graded_groups(), trainer.loss, 128, 1)
     with pytest.raises(ValueError, match="needs a reference policy"):
         trainer.update(trainer.init_state(model), batch)
@@ -207,11 +207,11 @@ def test_several_steps_with_a_host_reference_on_3x8_equal_single_device(tiny):
     """ppo_epochs=2, mini_batches=2 and k3 KL to a reference in pinned host memory, sharded over a 3x8 mesh
     (mini-batches re-packed for 24 data shards): the state after the batch's four steps agrees with one
     device's."""
-    loss = LossConfig(kl_coef=0.1, kl_estimator="k3")
+    loss = GRPOSection(kl_coef=0.1, kl_estimator="k3")
     outcomes = []
     for mesh in (None, make_mesh(parse_mesh_spec("3x8"))):
         model = from_pretrained(tiny, mesh=mesh)
-        trainer = GRPOTrainer(model, loss, OptimConfig(), logprob_chunk=512, ppo_epochs=2, mini_batches=2,
+        trainer = GRPOTrainer(model, loss, OptimSection(), logprob_chunk=512, ppo_epochs=2, mini_batches=2,
                               reference_placement="host", micro_batches_per_call=1)
         state = trainer.shard_state(trainer.init_state(model))
         trainer.keep_reference(state.params)
@@ -230,7 +230,7 @@ def test_gradient_matches_torch_on_transformers_qwen3(tiny):
 
     The bound is relative to a tensor's largest entry because entries near zero carry the absolute float32
     noise of both sides (logits agree to ~1e-5), which an element-wise relative test would magnify."""
-    loss = LossConfig(tis_cap=TIS_CAP)  # token_mean, clip 0.2 / 0.28
+    loss = GRPOSection(tis_cap=TIS_CAP)  # token_mean, clip 0.2 / 0.28
     hf = transformers.AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
     groups = with_behaviour_near(hf, graded_groups(seed=3, groups=2), seed=3)
     episodes = [t for group in groups for t in group]

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tbjax.sections.training import LossConfig
+from tbjax.sections.training import GRPOSection
 from tbjax.trainer.logprobs import chunked_logprobs
 from tbjax.trainer.objective import group_advantages, policy_loss_terms, token_weights
 
@@ -20,7 +20,7 @@ def test_advantages_use_population_std():
     assert np.all(group_advantages(np.ones((1, 8))) == 0)  # no signal: zero, not NaN
 
 
-NO_TIS = LossConfig(tis_cap=None)
+NO_TIS = GRPOSection(tis_cap=None)
 
 
 def terms(logp, old, adv, config=NO_TIS, behaviour=None, weights=None):
@@ -39,12 +39,12 @@ def test_clipped_objective_by_hand():
 
 
 def test_dual_clip_bounds_negative_advantages():
-    out = terms(np.log([5.0]), [0.0], [-1.0], LossConfig(tis_cap=None, dual_clip=3.0))
+    out = terms(np.log([5.0]), [0.0], [-1.0], GRPOSection(tis_cap=None, dual_clip=3.0))
     assert float(out["loss"]) == pytest.approx(3.0)  # not 5.0
 
 
 def test_truncated_importance_sampling_weights():
-    config = LossConfig(tis_cap=2.0)
+    config = GRPOSection(tis_cap=2.0)
     # old/behaviour ratios: e^1 = 2.72 -> capped at 2; e^-1 = 0.37 kept; NaN behaviour -> weight 1
     out = terms([0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0], config, behaviour=[-1.0, 1.0, np.nan])
     assert float(out["loss"]) == pytest.approx(-(2.0 + np.exp(-1.0) + 1.0), rel=1e-6)
@@ -52,7 +52,7 @@ def test_truncated_importance_sampling_weights():
 
 
 def test_k3_kl_penalty():
-    config = LossConfig(tis_cap=None, kl_coef=0.5)
+    config = GRPOSection(tis_cap=None, kl_coef=0.5)
     logp, ref = jnp.asarray([-1.0]), jnp.asarray([-2.0])
     out = policy_loss_terms(logp, logp, logp, jnp.zeros(1), jnp.ones(1), jnp.ones(1), config, ref)
     k3 = np.exp(-1.0) - (-1.0) - 1.0
@@ -65,7 +65,7 @@ def test_k3_kl_penalty():
     ("seq_mean_token_sum_norm", [1 / 16, 1 / 16, 1 / 16], 2.0),
 ])
 def test_aggregation_weights_and_denominators(aggregation, weights, denominator):
-    w, d = token_weights(np.array([2, 8, 0]), LossConfig(aggregation=aggregation, norm_length=16))
+    w, d = token_weights(np.array([2, 8, 0]), GRPOSection(aggregation=aggregation, norm_length=16))
     np.testing.assert_allclose(w, weights)
     assert d == denominator
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from tbjax.config import RuntimeConfig
 from tbjax.models import from_pretrained
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
-from tbjax.sections.training import LossConfig, OptimConfig
+from tbjax.sections.model import RuntimeConfig
+from tbjax.sections.training import GRPOSection, OptimSection
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
 from tests.tbjax.trainer.support import flat, synthetic_groups
@@ -18,7 +18,7 @@ from tests.tbjax.trainer.support import flat, synthetic_groups
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean"])
 def test_gradient_is_invariant_to_the_micro_batch_split(tiny_dir, aggregation):
     model = from_pretrained(tiny_dir("qwen3"))
-    config = LossConfig(aggregation=aggregation)
+    config = GRPOSection(aggregation=aggregation)
     trainer = GRPOTrainer(model, config, logprob_chunk=512)
     state = trainer.init_state(model)
     groups = synthetic_groups()
@@ -46,7 +46,7 @@ def test_sharded_update_on_3x8_equals_single_device(tiny_dir):
     normalisation, which turns any tiny gradient of either sign into a step of size lr, from amplifying
     float reassociation noise beyond what the comparison measures."""
     path = tiny_dir("qwen3")
-    optim = OptimConfig()
+    optim = OptimSection()
     groups = synthetic_groups(seed=1)
     single_model = from_pretrained(path)
     single = GRPOTrainer(single_model, optim=optim, logprob_chunk=512)
@@ -57,7 +57,7 @@ def test_sharded_update_on_3x8_equals_single_device(tiny_dir):
     initial = flat(nnx.to_pure_dict(nnx.state(single_model, nnx.Param)))  # before the update donates it
     outcomes, gradients = [], []
     for trainer, model in ((single, single_model), (sharded, sharded_model)):
-        batch = batch_from_groups(groups, LossConfig(), 128, 1, trainer.rows_multiple)
+        batch = batch_from_groups(groups, GRPOSection(), 128, 1, trainer.rows_multiple)
         state = trainer.init_state(model)
         arrays = {k: jnp.asarray(v) for k, v in batch.arrays.items()}
         gradients.append(flat(trainer.gradients(state.params, arrays, jnp.float32(batch.denominator))[0]))
@@ -77,7 +77,7 @@ def test_no_signal_means_no_batch():
     for group in groups:
         for t in group:
             t.reward = 1.0
-    assert batch_from_groups(groups, LossConfig(), 128, 1) is None
+    assert batch_from_groups(groups, GRPOSection(), 128, 1) is None
 
 
 @pytest.mark.parametrize("param_dtype", ["float32", "bfloat16"])
@@ -88,7 +88,7 @@ def test_offloaded_moments_wait_in_host_memory_while_gradients_accumulate(tiny_d
     groups, outcomes, seen = synthetic_groups(seed=2), [], []
     for offload in (False, True):
         model = from_pretrained(tiny_dir("qwen3"), runtime=RuntimeConfig(param_dtype=param_dtype))
-        trainer = GRPOTrainer(model, optim=OptimConfig(learning_rate=1e-3), logprob_chunk=512,
+        trainer = GRPOTrainer(model, optim=OptimSection(learning_rate=1e-3), logprob_chunk=512,
                               offload_optimizer=offload)
         state = trainer.init_state(model)
         assert (state.master is not None) == (param_dtype == "bfloat16")
@@ -100,7 +100,7 @@ def test_offloaded_moments_wait_in_host_memory_while_gradients_accumulate(tiny_d
             return accumulate(*args)
 
         trainer._accumulate = spy
-        batch = batch_from_groups(groups, LossConfig(), 64, 1)
+        batch = batch_from_groups(groups, GRPOSection(), 64, 1)
         assert batch.shape[0] > 1  # several micro-batches
         state, metrics = trainer.update(state, batch)
         assert {x.sharding.memory_kind for x in jax.tree.leaves(state)} == {"device"}

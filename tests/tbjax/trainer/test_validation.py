@@ -12,8 +12,9 @@ import yaml
 from flax import nnx
 
 from envs import load_tasks
-from tbjax.config import ValidationSection, load_config
+from tbjax.config import load_config
 from tbjax.models import from_pretrained
+from tbjax.sections.tasks import ValidationSection
 from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.saved_policy import checkpoint_model, restore_checkpoint
 from tbjax.trainer.validation import Validation

@@ -4,7 +4,7 @@ reference the trainer's gradients are checked against (full-parameter and LoRA).
 import numpy as np
 import torch
 
-from tbjax.sections.training import LossConfig
+from tbjax.sections.training import GRPOSection
 
 TIS_CAP = 2.0
 
@@ -15,7 +15,7 @@ def torch_logprobs(model: torch.nn.Module, ids: list[int]) -> torch.Tensor:
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
 
 
-def torch_loss(model: torch.nn.Module, episodes, advantages: np.ndarray, loss: LossConfig) -> torch.Tensor:
+def torch_loss(model: torch.nn.Module, episodes, advantages: np.ndarray, loss: GRPOSection) -> torch.Tensor:
     """The token-mean clipped objective with TIS: old log-probs = detached current ones, TIS weight =
     min(exp(old - behaviour), cap), detached."""
     total, tokens = torch.zeros(()), 0

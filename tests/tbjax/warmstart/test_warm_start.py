@@ -10,7 +10,7 @@ import pytest
 
 from envs.oracle import Slip
 from tbjax.models import from_pretrained
-from tbjax.sections.training import WarmStartConfig
+from tbjax.sections.training import WarmStartSection
 from tbjax.trainer.packing import pack
 from tbjax.trainer.update import GRPOTrainer
 from tbjax.warmstart.warm_start import MLE, step_batch, warm_start
@@ -47,7 +47,7 @@ def test_unit_advantage_update_is_the_negative_log_likelihood_gradient(tiny_dir)
 
 def test_step_batches_are_seeded_epochs() -> None:
     demos = list(range(10))
-    config = WarmStartConfig(episodes_per_step=2, seed=1)
+    config = WarmStartSection(episodes_per_step=2, seed=1)
     first_epoch = [x for step in range(5) for x in step_batch(demos, step, config)]
     assert sorted(first_epoch) == demos  # every demonstration once per epoch
     assert step_batch(demos, 7, config) == step_batch(demos, 7, config)
@@ -58,7 +58,7 @@ def test_fresh_values_are_drawn_per_step_and_reproducible() -> None:
     digits = list(range(100, 110))
     demo = dataclasses.replace(DEMOS[0], token_ids=[5, 101, 102, 103, 104, 7, 101, 102, 103, 104, 9][:11],
                                loss_mask=[0] * 11, logprobs=[0.0] * 11)
-    config = WarmStartConfig(episodes_per_step=1, fresh_values=1.0)
+    config = WarmStartSection(episodes_per_step=1, fresh_values=1.0)
     drawn = [step_batch([demo], step, config, digits)[0].token_ids for step in range(4)]
     assert drawn[0] == step_batch([demo], 0, config, digits)[0].token_ids  # a resumed run draws the same
     assert len({tuple(ids) for ids in drawn}) > 1
@@ -69,13 +69,13 @@ def test_fresh_values_are_drawn_per_step_and_reproducible() -> None:
 @pytest.mark.parametrize("drills", [0, 2])  # with copy drills, the run is interrupted after its first demo update
 def test_resumed_warm_start_equals_the_uninterrupted_one(tiny_dir, tmp_path, drills) -> None:
     path = tiny_dir("qwen3")
-    config = WarmStartConfig(steps=3, episodes_per_step=4, learning_rate=1e-3, warmup_steps=1, checkpoint_every=1,
+    config = WarmStartSection(steps=3, episodes_per_step=4, learning_rate=1e-3, warmup_steps=1, checkpoint_every=1,
                              copy_drills=drills)
     straight = warm_start(from_pretrained(path), path, DEMOS, config, tmp_path / "a", row_len=256)
-    warm_start(from_pretrained(path), path, DEMOS, WarmStartConfig(**{**config.__dict__, "steps": 1}),
+    warm_start(from_pretrained(path), path, DEMOS, WarmStartSection(**{**config.__dict__, "steps": 1}),
                tmp_path / "b", row_len=256)
     # resumed with another save interval: bookkeeping, not part of the run's identity
-    resumed = warm_start(from_pretrained(path), path, DEMOS, WarmStartConfig(**{**config.__dict__,
+    resumed = warm_start(from_pretrained(path), path, DEMOS, WarmStartSection(**{**config.__dict__,
                          "checkpoint_every": 2}), tmp_path / "b", row_len=256)
     a, b = from_pretrained(straight), from_pretrained(resumed)
     np.testing.assert_array_equal(np.asarray(a.embed_tokens[...]), np.asarray(b.embed_tokens[...]))
@@ -90,7 +90,7 @@ def test_slipped_demonstrations_are_drawn_at_their_rates_and_reproducibly() -> N
     demos = [dataclasses.replace(DEMOS[0], task_id=f"t{i}") for i in range(8)]
     wrong = {f"t{i}": {Slip.SKIP_VERIFICATION: dataclasses.replace(demos[i], group_id="unverified"),
                        Slip.STOP_EARLY: dataclasses.replace(demos[i], group_id="slipped")} for i in range(8)}
-    config = WarmStartConfig(episodes_per_step=8, slips={"stop_early": 0.3})
+    config = WarmStartSection(episodes_per_step=8, slips={"stop_early": 0.3})
     draws = [step_batch(demos, step, config, slipped=wrong) for step in range(200)]
     share = np.mean([d.group_id == "slipped" for batch in draws for d in batch])
     assert 0.25 < share < 0.35  # skip_verification has rate 0 and precedes it: never drawn, no effect on the draw
@@ -104,7 +104,7 @@ def test_slipped_demonstrations_are_drawn_at_their_rates_and_reproducibly() -> N
 def test_a_slip_no_task_admits_is_refused_before_training(tiny_dir, tmp_path) -> None:
     path = tiny_dir("qwen3")
     wrong = {DEMOS[0].task_id: {Slip.STOP_EARLY: DEMOS[0]}}
-    config = WarmStartConfig(steps=1, slips={"stop_early": 0.2, "bypass_approval": 0.25})
+    config = WarmStartSection(steps=1, slips={"stop_early": 0.2, "bypass_approval": 0.25})
     with pytest.raises(ValueError, match=r"\['bypass_approval'\], which no warm-start task admits"):
         warm_start(from_pretrained(path), path, DEMOS, config, tmp_path, row_len=256, slipped=wrong)
     assert not (tmp_path / "checkpoints").exists()
@@ -114,4 +114,4 @@ def test_a_slip_no_task_admits_is_refused_before_training(tiny_dir, tmp_path) ->
                                               ({"stop_early": 0.6, "bypass_approval": 0.5}, "add up to 1.10")])
 def test_bad_slip_rates_are_refused_by_name(slips, error) -> None:
     with pytest.raises(ValueError, match=error):
-        WarmStartConfig(slips=slips)
+        WarmStartSection(slips=slips)

@@ -1,0 +1,71 @@
+"""The sections of how episodes are played: the engine that samples them (`rollout`), the simulated user
+(`user`), one episode's limits and sampling (`episode`) and how episodes are grouped into a step's batch
+(`groups`). `episode` and `groups` are rollout's own EpisodeConfig and GroupConfig, validated as sections."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, PositiveInt, model_validator
+from pydantic.dataclasses import dataclass
+
+from envs.chat_endpoint import ChatEndpointConfig
+from rollout.episode import EpisodeConfig
+from rollout.groups import GroupConfig
+from tbjax.sections.base import Section
+
+
+class RolloutSection(Section):
+    engine: Literal["embedded", "sglang"] = "embedded"  # sglang: rollouts from the servers in sglang_urls
+    sglang_urls: list[str] = []
+    slots: int = 16  # embedded engine: concurrent sequences
+    max_len: int = 32_768  # embedded engine: tokens per sequence, at least the episode's token budget
+    prefill_chunk: int = 512
+    # embedded engine: tokens each decode call samples per row. Fewer waste less after a row stops mid-call
+    # and let finished turns' next requests in sooner; more pay the per-call cost less often
+    decode_steps: PositiveInt = 16
+    deterministic: bool = False  # embedded engine: rollouts independent of batching (bitwise resume), slower
+    tool_call_format: Literal["hermes", "qwen3_xml"] = "hermes"
+    seed: int = 0  # sampling seeds derive from it, the step and the episode
+    # colocated: the SGLang servers share the trainer's GPUs and the two hand them over around each update
+    # (tbjax.trainer.handover); disaggregated: the servers have GPUs of their own and nothing is handed over.
+    placement: Literal["disaggregated", "colocated"] = "disaggregated"
+
+    @model_validator(mode="after")
+    def _sglang_needs_servers(self) -> RolloutSection:
+        if self.engine == "sglang" and not self.sglang_urls:
+            raise ValueError("rollout.engine=sglang needs rollout.sglang_urls, the servers' base URLs (e.g. "
+                             "'rollout.sglang_urls=[http://127.0.0.1:30000]'); or set rollout.engine=embedded")
+        return self
+
+    @model_validator(mode="after")
+    def _colocation_needs_servers(self) -> RolloutSection:
+        if self.placement == "colocated" and self.engine == "embedded":
+            raise ValueError("placement=colocated hands the GPUs between the trainer and SGLang servers; the "
+                             "embedded engine already shares the trainer's parameters: use placement=disaggregated")
+        return self
+
+
+class UserSection(Section):
+    # scripted: replies from the task's script, no model needed; llm: an LLM plays the user (the 27B configs)
+    kind: Literal["scripted", "llm"] = "scripted"
+    endpoint: ChatEndpointConfig | None = None  # OpenAI-compatible; the API key comes from endpoint.api_key_env
+    temperature: float = 0.3
+
+    @model_validator(mode="after")
+    def _llm_needs_an_endpoint(self) -> UserSection:
+        if self.kind == "llm" and self.endpoint is None:
+            raise ValueError("user.kind=llm needs user.endpoint (base_url, model, api_key_env), e.g. "
+                             "user.endpoint.base_url=http://127.0.0.1:8000/v1 user.endpoint.model=NAME; "
+                             "or set user.kind=scripted")
+        return self
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class EpisodeSection(EpisodeConfig):
+    """`episode`: what rollout.episode runs every episode under (turns, tokens, deadline, sampling)."""
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class GroupsSection(GroupConfig):
+    """`groups`: how rollout.groups fills a step's batch (groups, their size, concurrency, refills)."""
