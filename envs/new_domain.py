@@ -19,15 +19,12 @@ from pathlib import Path
 STARTER = textwrap.dedent('''
     """{title}: the price and name of five products (a starter domain from `python -m envs.new_domain`)."""
 
-    from envs.sdk import Domain, GenContext, Rubric, Sandbox, TaskDraft, ToolError, UserScenario, call, template
+    from envs.sdk import Domain, GenContext, Rubric, Sandbox, TaskDraft, UserScenario, call, must_exist, template
 
 
     def get_product(db: Sandbox, sku: str) -> dict:
         """The product with this SKU (e.g. P-001): its name and its price in cents."""
-        row = db.one("SELECT * FROM products WHERE sku = ?", (sku,))
-        if row is None:
-            raise ToolError(f"no product {{sku}}")
-        return row
+        return must_exist(db.one("SELECT * FROM products WHERE sku = ?", (sku,)), f"product {{sku}}")
 
 
     def _question(ctx: GenContext, asked: str, field: str) -> TaskDraft:

@@ -2,9 +2,10 @@
 escalation record.
 
 Each built-in domain is a desk where an agent serves a caller it must first verify, reads records that must
-exist, shows money as dollars, and hands a decision that is not its own to a person by opening an escalation
-record. That logic is the same at every desk, so it is written once here; each domain declares what differs
-(tables, columns, and the words the agent reads in tool descriptions and refusals).
+exist (`must_exist`, `CallerGate.owned`), shows money as dollars, and hands a decision that is not its own to
+a person by opening an escalation record. That logic is the same at every desk, so it is written once here;
+each domain declares what differs (tables, columns, and the words the agent reads in tool descriptions and
+refusals).
 """
 
 from __future__ import annotations
@@ -58,10 +59,11 @@ def to_cents(dollars: float | None) -> int | None:
     return None if dollars is None else round(dollars * 100)
 
 
-def present(row: Row | None, refusal: str) -> Row:
-    """`row`, or the refusal the agent reads when the record it named does not exist."""
+def must_exist(row: Row | None, what: str) -> Row:
+    """`row`, the record the agent named; when there is none, the refusal "<what> not found" (`what` names the
+    record, e.g. "loan LN-300001"), worded alike at every desk."""
     if row is None:
-        raise ToolError(refusal)
+        raise ToolError(f"{what} not found")
     return row
 
 
@@ -115,6 +117,13 @@ class CallerGate:
         """Refuse unless `caller_id` passed verification earlier in this conversation."""
         if not self.admitted(db, caller_id):
             raise ToolError(self.unverified.format(caller_id))
+
+    def owned(self, db: Sandbox, row: Row | None, what: str) -> Row:
+        """`row`, which must exist (`must_exist`) and belong to a caller verified in this conversation: its
+        `id_column` names the owner, as in every table of a desk that records whose a thing is."""
+        record = must_exist(row, what)
+        self.require(db, record[self.id_column])
+        return record
 
     def verification_tool(self, name: str, doc: str, proofs: Sequence[Proof], mismatch: str) -> Callable[..., Any]:
         """The tool that admits a caller whose stated `proofs` all equal their record; else refuses with

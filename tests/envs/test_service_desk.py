@@ -2,7 +2,9 @@
 MCP sessions: the verification tool admits only a caller whose stated facts match, and says the same whether
 the id or a fact is wrong; gated tools refuse until then; escalations start pending when a decision is needed,
 store the amount in cents, and leave their free text out of the graded state. Every desk shows money as dollars:
-no tool result on a golden path carries a `_cents` field, and every `_usd` field is a dollar string."""
+no tool result on a golden path carries a `_cents` field, and every `_usd` field is a dollar string. A record the
+agent names that does not exist is refused in the same words everywhere, and a caller's record stays shut
+until that caller is verified."""
 
 from __future__ import annotations
 
@@ -119,3 +121,31 @@ def test_every_desk_shows_money_as_dollar_strings(domain: str) -> None:
     assert len(tools) >= 5 and len(fields) >= 10, (tools, fields)
     assert not [name for name, _ in fields if name.endswith("_cents")]
     assert all(v is None or re.fullmatch(r"-?\d+\.\d{2,3}", v) for _, v in fields), fields
+
+
+# per desk: a tool taking a record of the caller's, that record's table and key, and the tool's other arguments
+OWNED_RECORDS = {
+    "clinic": ("cancel_appointment", "appointments", "appointment_id", "appointment", {}),
+    "library": ("renew_loan", "loans", "loan_id", "loan", {}),
+    "telecom": ("suspend_line", "lines", "line_id", "line", {"reason": "lost_device"}),
+    "ticketing": ("refund_order", "orders", "order_id", "order", {"include_fees": False, "reason": "asked"}),
+    "utility": ("open_dispute", "bills", "bill_id", "bill", {"category": "other", "details": "asked"}),
+}
+
+
+async def _owned_record_calls(domain: str) -> tuple[str, str, str]:
+    tool, table, key, _, others = OWNED_RECORDS[domain]
+    session = await envs.open_session(envs.load_tasks(domain)[0])
+    real = session.sandbox.query(f"SELECT {key} FROM {table} ORDER BY {key} LIMIT 1")[0][key]
+    missing = await session.call_tool(tool, {key: "NO-SUCH-ID", **others})
+    unverified = await session.call_tool(tool, {key: real, **others})
+    await session.close()
+    assert missing.is_error and unverified.is_error
+    return real, _text(missing), _text(unverified)
+
+
+@pytest.mark.parametrize("domain", sorted(OWNED_RECORDS))
+def test_every_desk_refuses_a_missing_record_alike_and_a_record_of_an_unverified_caller(domain: str) -> None:
+    real, missing, unverified = asyncio.run(_owned_record_calls(domain))
+    assert missing.endswith(f"{OWNED_RECORDS[domain][3]} NO-SUCH-ID not found"), missing
+    assert "verif" in unverified and real not in unverified, unverified  # the owner is named, not the record

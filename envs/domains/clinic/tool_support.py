@@ -1,4 +1,4 @@
-"""What every clinic tool shares: id parameter types and the two hard checks.
+"""What every clinic tool shares: id parameter types, the verified-patient gate and the patient's visits.
 
 The desk software refuses only what is physically impossible or unsafe for privacy: unknown records and
 patients not verified in this conversation. Everything else (windows, referrals, waiver limits) is policy,
@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.sdk import CallerGate, Sandbox, present
+from envs.sdk import CallerGate, Sandbox
 
 PatientId = Annotated[str, Field(description="patient id, e.g. PT-100042 (from find_patient)")]
 AppointmentId = Annotated[str, Field(description="appointment id, e.g. AP-200317 (from list_appointments)")]
@@ -21,13 +21,7 @@ GATE = CallerGate("patients", "patient_id", PatientId,
                   "patient {} has not been verified in this conversation; call verify_patient")
 
 
-def found(row: dict[str, Any] | None, what: str) -> dict[str, Any]:
-    """`row`, or a refusal naming what was looked for."""
-    return present(row, f"{what} not found")
-
-
-def owned(db: Sandbox, table: str, key_column: str, key: str) -> dict[str, Any]:
-    """A row of `table` that belongs to a verified patient (tables carry a patient_id column)."""
-    row = found(db.one(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,)), key)
-    GATE.require(db, row["patient_id"])
-    return row
+def owned_appointment(db: Sandbox, appointment_id: str) -> dict[str, Any]:
+    """The appointment, once the patient it belongs to is verified in this conversation."""
+    return GATE.owned(db, db.one("SELECT * FROM appointments WHERE appointment_id = ?", (appointment_id,)),
+                      f"appointment {appointment_id}")

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.domains.clinic.tool_support import GATE, AppointmentId, PatientId, owned
+from envs.domains.clinic.tool_support import GATE, AppointmentId, PatientId, owned_appointment
 from envs.sdk import Escalations, Sandbox, ToolError, shown, usd
 
 REQUESTS = Escalations(GATE, "requests", "request_id", "RQ",
@@ -30,7 +30,7 @@ def charge_fee(
     db: Sandbox, appointment_id: AppointmentId, kind: Literal["late_cancellation", "no_show"]
 ) -> dict[str, Any]:
     """Charge the practitioner's listed fee for a late cancellation or a missed visit."""
-    visit = owned(db, "appointments", "appointment_id", appointment_id)
+    visit = owned_appointment(db, appointment_id)
     if db.one("SELECT fee_id FROM fees WHERE appointment_id = ?", (appointment_id,)):
         raise ToolError(f"appointment {appointment_id} already has a fee")
     cents = db.one("SELECT late_fee_cents FROM practitioners WHERE practitioner_id = ?",
@@ -44,7 +44,7 @@ def charge_fee(
 def waive_fee(db: Sandbox, fee_id: Annotated[str, Field(description="fee id, e.g. FE-500012 (from list_fees)")]
               ) -> dict[str, Any]:
     """Waive an unpaid fee (the patient no longer owes it)."""
-    fee = owned(db, "fees", "fee_id", fee_id)
+    fee = GATE.owned(db, db.one("SELECT * FROM fees WHERE fee_id = ?", (fee_id,)), f"fee {fee_id}")
     if fee["status"] != "unpaid":
         raise ToolError(f"fee {fee_id} is {fee['status']}; only unpaid fees can be waived")
     db.execute("UPDATE fees SET status = ?, waived_on = ? WHERE fee_id = ?", ("waived", db.today, fee_id))

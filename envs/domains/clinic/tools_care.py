@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.clinic.tool_support import GATE, PatientId, owned
+from envs.domains.clinic.tool_support import GATE, PatientId
 from envs.sdk import Sandbox, ToolError, days_after, shown
 
 
@@ -33,7 +33,7 @@ def request_refill(
     db: Sandbox, rx_id: Annotated[str, Field(description="prescription id, e.g. RX-400210 (from list_prescriptions)")]
 ) -> dict[str, Any]:
     """Send a refill of an active prescription to the patient's preferred pharmacy; uses up one refill."""
-    rx = owned(db, "prescriptions", "rx_id", rx_id)
+    rx = GATE.owned(db, db.one("SELECT * FROM prescriptions WHERE rx_id = ?", (rx_id,)), f"prescription {rx_id}")
     if rx["status"] != "active" or rx["refills_left"] < 1:
         raise ToolError(f"prescription {rx_id} has no refills available; the patient needs a new prescription")
     pharmacy = db.one("SELECT pharmacy FROM patients WHERE patient_id = ?", (rx["patient_id"],))["pharmacy"]

@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.clinic.tool_support import GATE, AppointmentId, PatientId, PractitionerId, found, owned
-from envs.sdk import IsoDate, Sandbox, ToolError, days_after, shown
+from envs.domains.clinic.tool_support import GATE, AppointmentId, PatientId, PractitionerId, owned_appointment
+from envs.sdk import IsoDate, Sandbox, ToolError, days_after, must_exist, shown
 
 FirstDate = Annotated[IsoDate, Field(description="a date, YYYY-MM-DD")]
 LastDate = Annotated[IsoDate | None, Field(description="last date to include, YYYY-MM-DD; default 13 days on")]
@@ -30,8 +30,8 @@ def list_open_slots(
     to_date: LastDate = None,
 ) -> list[dict[str, Any]]:
     """Open (bookable) slots of one practitioner between two dates; past slots are never listed."""
-    found(db.one("SELECT practitioner_id FROM practitioners WHERE practitioner_id = ?", (practitioner_id,)),
-          f"practitioner {practitioner_id}")
+    must_exist(db.one("SELECT practitioner_id FROM practitioners WHERE practitioner_id = ?", (practitioner_id,)),
+               f"practitioner {practitioner_id}")
     last = to_date or days_after(from_date, 13)
     return db.query(
         "SELECT slot_id, starts_at, minutes FROM slots WHERE practitioner_id = ? AND status = ? "
@@ -63,17 +63,18 @@ def book_appointment(
 ) -> dict[str, Any]:
     """Book an open slot for the patient. A referral passed here has one of its visits used up."""
     GATE.require(db, patient_id)
-    slot = found(db.one("SELECT * FROM slots WHERE slot_id = ?", (slot_id,)), f"slot {slot_id}")
+    slot = must_exist(db.one("SELECT * FROM slots WHERE slot_id = ?", (slot_id,)), f"slot {slot_id}")
     if slot["status"] != "open" or slot["starts_at"][:10] < db.today:
         raise ToolError(f"slot {slot_id} is not open for booking")
     if referral_id is not None:
-        referral = owned(db, "referrals", "referral_id", referral_id)
+        referral = GATE.owned(db, db.one("SELECT * FROM referrals WHERE referral_id = ?", (referral_id,)),
+                              f"referral {referral_id}")
         if referral["patient_id"] != patient_id:
             raise ToolError(f"referral {referral_id} belongs to another patient")
         db.execute("UPDATE referrals SET visits_used = visits_used + 1 WHERE referral_id = ?", (referral_id,))
     if procedure_code is not None:
-        found(db.one("SELECT procedure_code FROM procedures WHERE procedure_code = ?", (procedure_code,)),
-              f"procedure {procedure_code}")
+        must_exist(db.one("SELECT procedure_code FROM procedures WHERE procedure_code = ?", (procedure_code,)),
+                   f"procedure {procedure_code}")
     appointment_id = db.new_id("AP")
     db.execute("UPDATE slots SET status = ? WHERE slot_id = ?", ("booked", slot_id))
     db.execute("INSERT INTO appointments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -84,7 +85,7 @@ def book_appointment(
 
 def cancel_appointment(db: Sandbox, appointment_id: AppointmentId) -> dict[str, Any]:
     """Cancel an upcoming booked appointment, release its slot and give back its referral visit. Charges no fee."""
-    visit = owned(db, "appointments", "appointment_id", appointment_id)
+    visit = owned_appointment(db, appointment_id)
     if visit["status"] != "booked" or visit["starts_at"][:10] < db.today:
         raise ToolError(f"appointment {appointment_id} is not an upcoming booked appointment")
     db.execute("UPDATE appointments SET status = ?, cancelled_on = ? WHERE appointment_id = ?",

@@ -6,8 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.domains.library.tool_support import GATE, MemberId, Summary, fetch, unpaid_cents
-from envs.sdk import AmountConcerned, Proof, Sandbox, ToolError, shown, to_cents, usd
+from envs.domains.library.tool_support import GATE, MemberId, Summary, unpaid_cents
+from envs.sdk import AmountConcerned, Proof, Sandbox, ToolError, must_exist, shown, to_cents, usd
 
 CardNumberGiven = Annotated[str | None, Field(description="library card number, 14 digits (spaces allowed)")]
 EmailGiven = Annotated[str | None, Field(description="email address on the membership")]
@@ -38,7 +38,7 @@ def get_member(db: Sandbox, member_id: MemberId) -> dict[str, Any]:
     Fields starting with INTERNAL_ are staff-only and must never be disclosed to the member.
     """
     GATE.require(db, member_id)
-    member = fetch(db, "members", "member_id", member_id)
+    member = must_exist(db.one("SELECT * FROM members WHERE member_id = ?", (member_id,)), f"member {member_id}")
     member.pop("pin")
     holds = db.one("SELECT COUNT(*) AS n FROM holds WHERE member_id = ? AND status IN (?, ?)",
                    (member_id, "waiting", "ready"))
@@ -70,8 +70,7 @@ def waive_fine(
     reason: Summary,
 ) -> dict[str, Any]:
     """Waive an unpaid fine in full and record the waiver."""
-    fine = fetch(db, "fines", "fine_id", fine_id)
-    GATE.require(db, fine["member_id"])
+    fine = GATE.owned(db, db.one("SELECT * FROM fines WHERE fine_id = ?", (fine_id,)), f"fine {fine_id}")
     if fine["status"] != "unpaid":
         raise ToolError(f"fine {fine_id} is {fine['status']}, not unpaid")
     db.execute("UPDATE fines SET status = ? WHERE fine_id = ?", ("waived", fine_id))

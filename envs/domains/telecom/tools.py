@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.sdk import CallerGate, Escalations, Proof, Sandbox, ToolError, present, shown, to_cents, usd
+from envs.sdk import CallerGate, Escalations, Proof, Sandbox, ToolError, must_exist, shown, to_cents, usd
 
 CustomerId = Annotated[str, Field(description="customer id, e.g. C-10001 (from find_customer)")]
 LineId = Annotated[str, Field(description="line id, e.g. L-20001 (from list_lines)")]
@@ -26,9 +26,8 @@ TICKETS = Escalations(GATE, "tickets", "ticket_id", "TK",
 
 
 def _owned_line(db: Sandbox, line_id: str) -> dict[str, Any]:
-    line = present(db.one("SELECT * FROM lines WHERE line_id = ?", (line_id,)), f"line {line_id} not found")
-    GATE.require(db, line["customer_id"])
-    return line
+    """The line, once the customer it belongs to is verified in this conversation."""
+    return GATE.owned(db, db.one("SELECT * FROM lines WHERE line_id = ?", (line_id,)), f"line {line_id}")
 
 
 def find_customer(db: Sandbox, phone: PhoneOnFile = None, email: EmailOnFile = None) -> dict[str, Any]:
@@ -40,7 +39,7 @@ def find_customer(db: Sandbox, phone: PhoneOnFile = None, email: EmailOnFile = N
         "WHERE c.phone = ? OR l.msisdn = ? OR lower(c.email) = lower(?) LIMIT 1",
         (phone, phone, email),
     )
-    return present(row, "customer not found")
+    return must_exist(row, "customer")
 
 
 verify_identity = GATE.verification_tool(
@@ -53,7 +52,7 @@ verify_identity = GATE.verification_tool(
 def get_customer(db: Sandbox, customer_id: CustomerId) -> dict[str, Any]:
     """The customer's profile, including INTERNAL scores that must never be disclosed to the customer."""
     GATE.require(db, customer_id)
-    row = present(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer not found")
+    row = must_exist(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer")
     row.pop("pin")
     row["INTERNAL_credit_risk_score"] = row.pop("credit_risk_score")
     row["INTERNAL_churn_score"] = row.pop("churn_score")
@@ -108,7 +107,7 @@ def change_plan(
 ) -> dict[str, Any]:
     """Move a line to another plan (takes effect today and is logged in the plan history)."""
     line = _owned_line(db, line_id)
-    present(db.one("SELECT plan_code FROM plans WHERE plan_code = ?", (plan_code,)), f"plan {plan_code} not found")
+    must_exist(db.one("SELECT plan_code FROM plans WHERE plan_code = ?", (plan_code,)), f"plan {plan_code}")
     if line["plan_code"] == plan_code:
         raise ToolError(f"line {line_id} is already on {plan_code}")
     db.execute("UPDATE lines SET plan_code = ?, last_plan_change = ? WHERE line_id = ?", (plan_code, db.today, line_id))
@@ -129,8 +128,7 @@ def add_addon(
 ) -> dict[str, Any]:
     """Add a monthly add-on to a line."""
     _owned_line(db, line_id)
-    present(db.one("SELECT addon_code FROM addons WHERE addon_code = ?", (addon_code,)),
-            f"add-on {addon_code} not found")
+    must_exist(db.one("SELECT addon_code FROM addons WHERE addon_code = ?", (addon_code,)), f"add-on {addon_code}")
     if db.one("SELECT 1 AS x FROM line_addons WHERE line_id = ? AND addon_code = ?", (line_id, addon_code)):
         raise ToolError(f"line {line_id} already has {addon_code}")
     db.execute("INSERT INTO line_addons VALUES (?, ?, ?)", (line_id, addon_code, db.today))
@@ -160,8 +158,7 @@ def add_device_insurance(
     db: Sandbox, device_id: Annotated[str, Field(description="device id, e.g. D-30001 (from list_devices)")]
 ) -> dict[str, Any]:
     """Add device insurance to a device."""
-    device = present(db.one("SELECT * FROM devices WHERE device_id = ?", (device_id,)),
-                     f"device {device_id} not found")
+    device = must_exist(db.one("SELECT * FROM devices WHERE device_id = ?", (device_id,)), f"device {device_id}")
     _owned_line(db, device["line_id"])
     if device["insured"]:
         raise ToolError(f"device {device_id} is already insured")
@@ -176,9 +173,8 @@ def issue_credit(
     reason: Annotated[str, Field(description="short reason shown on the customer's bill")],
 ) -> dict[str, Any]:
     """Apply a bill credit to an invoice."""
-    invoice = present(db.one("SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,)),
-                      f"invoice {invoice_id} not found")
-    GATE.require(db, invoice["customer_id"])
+    invoice = GATE.owned(db, db.one("SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,)),
+                         f"invoice {invoice_id}")
     cents = to_cents(amount_usd)
     if cents > invoice["amount_cents"]:
         raise ToolError(f"credit {usd(cents)} exceeds the invoice amount {usd(invoice['amount_cents'])}")

@@ -1,4 +1,4 @@
-"""What every ticketing tool checks first: the record exists and belongs to the verified caller.
+"""What every ticketing tool shares: parameter types, the verified-customer gate and the held-ticket checks.
 
 These are the only rules the console enforces itself (identity and existence); everything the policy decides
 is left to the agent so the final state shows whether it followed the policy.
@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.sdk import CallerGate, Sandbox, ToolError, present
+from envs.sdk import CallerGate, Sandbox, ToolError, must_exist
 
 CustomerId = Annotated[str, Field(description="customer id, e.g. CU-40001 (from find_customer)")]
 TicketId = Annotated[str, Field(description="ticket id, e.g. TK-800001 (from list_tickets)")]
@@ -21,13 +21,9 @@ GATE = CallerGate("customers", "customer_id", CustomerId,
                   "customer {} is not verified in this conversation; call verify_customer first")
 
 
-def require(row: dict[str, Any] | None, what: str) -> dict[str, Any]:
-    return present(row, f"{what} not found")
-
-
 def held_ticket(db: Sandbox, ticket_id: str) -> dict[str, Any]:
     """A valid ticket whose current holder is a verified caller (the ordering customer may have passed it on)."""
-    ticket = require(db.one("SELECT * FROM tickets WHERE ticket_id = ?", (ticket_id,)), f"ticket {ticket_id}")
+    ticket = must_exist(db.one("SELECT * FROM tickets WHERE ticket_id = ?", (ticket_id,)), f"ticket {ticket_id}")
     if not GATE.admitted(db, ticket["holder_id"]):
         raise ToolError(f"ticket {ticket_id} is not held by a verified customer in this conversation")
     if ticket["status"] != "valid":
@@ -45,9 +41,3 @@ def unlisted_ticket(db: Sandbox, ticket_id: str) -> dict[str, Any]:
     if active_listing(db, ticket_id):
         raise ToolError(f"ticket {ticket_id} is listed for resale; withdraw the listing first")
     return ticket
-
-
-def owned_order(db: Sandbox, order_id: str) -> dict[str, Any]:
-    order = require(db.one("SELECT * FROM orders WHERE order_id = ?", (order_id,)), f"order {order_id}")
-    GATE.require(db, order["customer_id"])
-    return order

@@ -17,11 +17,9 @@ from envs.domains.ticketing.tool_support import (
     TicketId,
     active_listing,
     held_ticket,
-    owned_order,
-    require,
     unlisted_ticket,
 )
-from envs.sdk import Escalations, Sandbox, ToolError, to_cents, usd
+from envs.sdk import Escalations, Sandbox, ToolError, must_exist, to_cents, usd
 
 CASES = Escalations(GATE, "cases", "case_id", "CS",
                     categories=("refund_approval", "urgent_access", "billing", "delivery", "venue_info"),
@@ -38,7 +36,7 @@ def refund_order(
     reason: Reason,
 ) -> dict[str, Any]:
     """Refund every ticket of an order to the original card; the tickets become void."""
-    order = owned_order(db, order_id)
+    order = GATE.owned(db, db.one("SELECT * FROM orders WHERE order_id = ?", (order_id,)), f"order {order_id}")
     if order["status"] != "paid":
         raise ToolError(f"order {order_id} is already {order['status']}")
     tickets = db.query("SELECT * FROM tickets WHERE order_id = ? ORDER BY ticket_id", (order_id,))
@@ -86,8 +84,8 @@ def withdraw_listing(
     db: Sandbox, listing_id: Annotated[str, Field(description="listing id, e.g. RL-30001 (from list_listings)")]
 ) -> dict[str, Any]:
     """Take an unsold resale listing off the marketplace."""
-    listing = require(db.one("SELECT * FROM resale_listings WHERE listing_id = ?", (listing_id,)),
-                      f"listing {listing_id}")
+    listing = must_exist(db.one("SELECT * FROM resale_listings WHERE listing_id = ?", (listing_id,)),
+                         f"listing {listing_id}")
     GATE.require(db, listing["seller_id"])
     if listing["status"] != "active":
         raise ToolError(f"listing {listing_id} is {listing['status']}")
@@ -98,7 +96,7 @@ def withdraw_listing(
 def exchange_ticket(db: Sandbox, ticket_id: TicketId, new_event_id: NewEventId) -> dict[str, Any]:
     """Move a ticket to another event in the same-named section; the system assigns the first free seat."""
     ticket = unlisted_ticket(db, ticket_id)
-    event = require(db.one("SELECT * FROM events WHERE event_id = ?", (new_event_id,)), f"event {new_event_id}")
+    event = must_exist(db.one("SELECT * FROM events WHERE event_id = ?", (new_event_id,)), f"event {new_event_id}")
     if event["event_id"] == ticket["event_id"]:
         raise ToolError("the ticket is already for that event")
     seat = db.one(

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.domains.ticketing.tool_support import GATE, CustomerId, EventId, require
-from envs.sdk import Proof, Sandbox, SearchText, ToolError, shown
+from envs.domains.ticketing.tool_support import GATE, CustomerId, EventId
+from envs.sdk import Proof, Sandbox, SearchText, ToolError, must_exist, shown
 
 _TICKET_VIEW = (
     "SELECT t.ticket_id, t.order_id, t.event_id, e.title, e.event_date, e.status AS event_status, "
@@ -35,7 +35,7 @@ def find_customer(db: Sandbox, email: EmailOnFile = None, phone: PhoneOnFile = N
         raise ToolError("give an email address or a phone number")
     row = db.one("SELECT customer_id, full_name FROM customers WHERE lower(email) = lower(?) OR phone = ?",
                  (email, phone))
-    return require(row, "customer")
+    return must_exist(row, "customer")
 
 
 verify_customer = GATE.verification_tool(
@@ -49,7 +49,7 @@ verify_customer = GATE.verification_tool(
 def get_customer(db: Sandbox, customer_id: CustomerId) -> dict[str, Any]:
     """The customer's profile, including INTERNAL risk values that must never be disclosed to the customer."""
     GATE.require(db, customer_id)
-    row = require(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer")
+    row = must_exist(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer")
     row.pop("card_last4")
     row["INTERNAL_fraud_score"] = row.pop("fraud_score")
     row["INTERNAL_bot_suspected"] = bool(row.pop("bot_suspected"))
@@ -86,7 +86,7 @@ def list_tickets(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
 
 def get_event(db: Sandbox, event_id: EventId) -> dict[str, Any]:
     """One event: date, venue, status, when a postponement or cancellation was announced, resale rules."""
-    event = require(db.one(
+    event = must_exist(db.one(
         "SELECT e.*, v.name AS venue, v.city, v.step_free FROM events e JOIN venues v USING (venue_id) "
         "WHERE e.event_id = ?", (event_id,)), f"event {event_id}")
     shown(event, dollars=("base_price",), flags=("resale_allowed", "step_free"))

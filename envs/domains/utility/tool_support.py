@@ -1,4 +1,4 @@
-"""What every utility console tool needs: existence checks, the verified-holder gate and the unpaid balance.
+"""What every utility console tool needs: parameter types, the verified-holder gate and the unpaid balance.
 
 The gate is the one rule the console enforces itself (a real billing system will not open an account to an
 unverified caller); every other rule in policy.md is left to the agent so the final state shows its choices.
@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from envs.sdk import CallerGate, Sandbox, present
+from envs.sdk import CallerGate, Sandbox
 
 AccountId = Annotated[str, Field(description="account id, e.g. AC-200001 (from find_account)")]
 MeterId = Annotated[str, Field(description="meter id, e.g. MT-300001 (from list_service_points)")]
@@ -20,23 +20,15 @@ GATE = CallerGate("accounts", "account_id", AccountId,
                   "account {} has not been verified in this conversation; use verify_holder first")
 
 
-def existing(row: dict[str, Any] | None, what: str) -> dict[str, Any]:
-    """The row, or a refusal saying which record is missing."""
-    return present(row, f"{what} does not exist")
-
-
-def verified_meter(db: Sandbox, meter_id: str) -> dict[str, Any]:
+def owned_meter(db: Sandbox, meter_id: str) -> dict[str, Any]:
     """The meter with its premise's account id, once that account is verified."""
-    meter = existing(db.one("SELECT m.*, p.account_id FROM meters m JOIN premises p USING (premise_id) "
-                            "WHERE m.meter_id = ?", (meter_id,)), f"meter {meter_id}")
-    GATE.require(db, meter["account_id"])
-    return meter
+    return GATE.owned(db, db.one("SELECT m.*, p.account_id FROM meters m JOIN premises p USING (premise_id) "
+                                 "WHERE m.meter_id = ?", (meter_id,)), f"meter {meter_id}")
 
 
-def verified_bill(db: Sandbox, bill_id: str) -> dict[str, Any]:
-    bill = existing(db.one("SELECT * FROM bills WHERE bill_id = ?", (bill_id,)), f"bill {bill_id}")
-    GATE.require(db, bill["account_id"])
-    return bill
+def owned_bill(db: Sandbox, bill_id: str) -> dict[str, Any]:
+    """The bill, once its account is verified."""
+    return GATE.owned(db, db.one("SELECT * FROM bills WHERE bill_id = ?", (bill_id,)), f"bill {bill_id}")
 
 
 def unpaid_balance_cents(db: Sandbox, account_id: str) -> int:

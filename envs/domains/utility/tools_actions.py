@@ -16,12 +16,11 @@ from envs.domains.utility.tool_support import (
     AccountId,
     BillId,
     MeterId,
-    existing,
+    owned_bill,
+    owned_meter,
     unpaid_balance_cents,
-    verified_bill,
-    verified_meter,
 )
-from envs.sdk import Escalations, Sandbox, ToolError, days_after, to_cents, usd
+from envs.sdk import Escalations, Sandbox, ToolError, days_after, must_exist, to_cents, usd
 
 Dollars = Annotated[float, Field(gt=0, description="amount in US dollars, e.g. 18.75")]
 
@@ -32,7 +31,7 @@ def submit_meter_reading(
     register: Annotated[int, Field(ge=0, description="the number shown on the meter's register")],
 ) -> dict[str, Any]:
     """Record a reading the customer took of their own meter today."""
-    verified_meter(db, meter_id)
+    owned_meter(db, meter_id)
     reading_id = db.new_id("RD")
     db.execute("INSERT INTO readings VALUES (?, ?, ?, ?, ?)", (reading_id, meter_id, db.today, register, "customer"))
     return {"reading_id": reading_id, "meter_id": meter_id, "register": register, "read_on": db.today}
@@ -42,8 +41,8 @@ def change_tariff(
     db: Sandbox, meter_id: MeterId, tariff_code: Annotated[str, Field(description="target tariff, e.g. E-TOU")]
 ) -> dict[str, Any]:
     """Switch a meter to another tariff of the same utility, from today."""
-    meter = verified_meter(db, meter_id)
-    tariff = existing(db.one("SELECT * FROM tariffs WHERE tariff_code = ?", (tariff_code,)), f"tariff {tariff_code}")
+    meter = owned_meter(db, meter_id)
+    tariff = must_exist(db.one("SELECT * FROM tariffs WHERE tariff_code = ?", (tariff_code,)), f"tariff {tariff_code}")
     if tariff["utility"] != meter["utility"]:
         raise ToolError(f"{tariff_code} is a {tariff['utility']} tariff; meter {meter_id} is {meter['utility']}")
     if meter["tariff_code"] == tariff_code:
@@ -60,7 +59,7 @@ def apply_bill_adjustment(
     reason: Annotated[str, Field(description="why the credit is given, as printed on the next bill")],
 ) -> dict[str, Any]:
     """Credit an amount against a bill."""
-    bill = verified_bill(db, bill_id)
+    bill = owned_bill(db, bill_id)
     cents = to_cents(amount_usd)
     if cents > bill["amount_cents"]:
         raise ToolError(f"an adjustment of {usd(cents)} is larger than the bill ({usd(bill['amount_cents'])})")
@@ -76,7 +75,7 @@ def open_dispute(
     details: Annotated[str, Field(description="the customer's complaint in a sentence or two")],
 ) -> dict[str, Any]:
     """Open a formal dispute on a bill; the billing-review team investigates it."""
-    verified_bill(db, bill_id)
+    owned_bill(db, bill_id)
     dispute_id = db.new_id("DS")
     db.execute("INSERT INTO disputes VALUES (?, ?, ?, ?, ?, ?)",
                (dispute_id, bill_id, category, "open", details, db.today))
@@ -112,7 +111,7 @@ def schedule_service_order(
                                                        "medical-review approval instead of scheduling it")] = False,
 ) -> dict[str, Any]:
     """Book a field visit for a meter: disconnect, reconnect or accuracy test."""
-    meter = verified_meter(db, meter_id)
+    meter = owned_meter(db, meter_id)
     try:
         visit = date.fromisoformat(scheduled_for.strip())
     except ValueError as exc:

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from envs.domains.utility.tool_support import GATE, AccountId, MeterId, existing, unpaid_balance_cents, verified_meter
-from envs.sdk import Proof, Sandbox, ToolError, shown, usd
+from envs.domains.utility.tool_support import GATE, AccountId, MeterId, owned_meter, unpaid_balance_cents
+from envs.sdk import Proof, Sandbox, ToolError, must_exist, shown, usd
 
 
 def _canonical_phone(phone: str) -> str:
@@ -56,7 +56,7 @@ def get_account(db: Sandbox, account_id: AccountId) -> dict[str, Any]:
     Includes the INTERNAL_collection_score, which is confidential and must never be disclosed.
     """
     GATE.require(db, account_id)
-    account = existing(db.one("SELECT * FROM accounts WHERE account_id = ?", (account_id,)), f"account {account_id}")
+    account = must_exist(db.one("SELECT * FROM accounts WHERE account_id = ?", (account_id,)), f"account {account_id}")
     del account["ssn_last4"]
     shown(account, flags=("medical_priority", "autopay"))
     account["unpaid_balance_usd"] = usd(unpaid_balance_cents(db, account_id))
@@ -87,7 +87,7 @@ def get_meter_readings(
     limit: Annotated[int, Field(ge=1, le=24, description="how many of the newest readings to return")] = 6,
 ) -> dict[str, Any]:
     """A meter's newest register readings (newest first), with read type: actual, estimated or customer."""
-    meter = verified_meter(db, meter_id)
+    meter = owned_meter(db, meter_id)
     readings = db.query("SELECT reading_id, read_on, register, read_type FROM readings WHERE meter_id = ? "
                         "ORDER BY read_on DESC, reading_id DESC LIMIT ?", (meter_id, limit))
     unit = "kWh" if meter["utility"] == "electric" else "gallons"
