@@ -24,7 +24,7 @@ import pytest
 from tbjax.models import from_pretrained
 from tbjax.trainer.checkpoint import CheckpointWriteError
 from tbjax.trainer.loop import build_run, run_steps
-from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
+from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
 FILE_LIMIT = 64 * 1024  # above the run's task list, config and metrics lines, below a checkpoint's data
 SLOW_EPISODE_S = 300.0

@@ -23,7 +23,7 @@ from tbjax.models.hf.peft_adapter import save_adapter
 from tbjax.models.lora import adapted_projections, add_adapters, merge_adapters
 from tbjax.sections.lora import LoraSpec
 from tbjax.trainer.loop import build_run, run_steps
-from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
+from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
 SERVER_RANK = 4
 PROMPT = list(range(5, 17))

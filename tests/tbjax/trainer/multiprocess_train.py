@@ -1,5 +1,5 @@
 """One process of the multi-process training test: joins jax.distributed on 127.0.0.1, trains the tiny model
-over the global 3x8 mesh with the loop test's signal tasks and brief sessions (resuming when the run directory
+over the global 3x8 mesh with loop_support's signal tasks and brief sessions (resuming when the run directory
 has a checkpoint), and writes what the test compares. Its parameters are bfloat16, so the state keeps float32
 master weights; with `lora`, GRPO trains rank-4 adapters instead and the bfloat16 base stays frozen.
 Usage: PORT PROCESS_ID MODEL_DIR ROOT STEPS OUT.json [lora]"""
@@ -20,7 +20,7 @@ from tbjax.sections.lora import LoraSection
 from tbjax.sections.model import MeshSection
 from tbjax.trainer.lockstep import is_driver, share_batch
 from tbjax.trainer.loop import build_run, run_steps
-from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
+from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
 
 def local_replica_digest(params) -> str:

@@ -26,8 +26,8 @@ from tbjax.trainer.handover import Handover, IllegalTransition, Phase
 from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
+from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 from tests.tbjax.trainer.support import synthetic_groups
-from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
 
 GREEDY = SamplingParams(max_new_tokens=4, temperature=0.0)
 CYCLE = [
@@ -116,7 +116,8 @@ def test_two_colocated_cycles_against_tbjax_serve(server, tiny_dir, tmp_path):
             assert trainer.memory_kinds("opt_state") == {HOST_MEMORY}  # the update fetches it for AdamW's apply
             seen["during_update"].append(released(server))
             before = jax.tree.leaves(trainer.state.params)[0].copy()
-            trainer.state, metrics = trainer.trainer.update(trainer.state, trainer.batch)
+            trainer.state, metrics = trainer.trainer.update(
+                trainer.state, trainer.trainer.prepare(trainer.state.params, trainer.batch))
             assert trainer.memory_kinds() == {"device"}
             assert metrics["grad_norm"] > 0 and bool((jax.tree.leaves(trainer.state.params)[0] != before).any())
 

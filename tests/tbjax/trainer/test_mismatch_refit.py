@@ -17,11 +17,11 @@ from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchError, mismatch_sums
 from tbjax.trainer.refit_check import RefitCheck, RefitError
 from tbjax.trainer.update import GRPOTrainer
-from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
+from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
 
 def configured(root, steps: int, **train):
-    """test_loop's tiny run with train.* settings changed."""
+    """The tiny run of loop_support with train.* settings changed."""
     config = config_for(root, steps)
     return config.model_copy(update={"train": config.train.model_copy(update=train)})
 

@@ -15,7 +15,7 @@ import portpicker
 import pytest
 
 from tbjax.models import from_pretrained
-from tests.tbjax.trainer.test_metrics_log import read_scalars
+from tests.tbjax.trainer.tensorboard_support import read_scalars
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[2]

@@ -18,7 +18,7 @@ from tbjax.sections.tasks import ValidationSection
 from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.saved_policy import checkpoint_model, restore_checkpoint
 from tbjax.trainer.validation import Validation
-from tests.tbjax.trainer.test_loop import brief_session, config_for, signal_tasks
+from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
 
 def validated_run(model_dir, root, steps: int):
