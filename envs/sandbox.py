@@ -50,6 +50,7 @@ class DatabaseTemplate:
         self.today = today
         self._conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self._conn.executescript(schema_sql)
+        _check_views(self._conn)
         self._conn.execute("BEGIN")
         populate(self._conn)
         self._conn.execute("COMMIT")
@@ -82,6 +83,16 @@ class DatabaseTemplate:
     def row_count(self) -> int:
         with self._lock:
             return sum(self._conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in self.tables)
+
+
+def _check_views(conn: sqlite3.Connection) -> None:
+    """Compile every view once: SQLite resolves a view's tables and columns only when it is read, so a view
+    naming a missing one would otherwise fail in the first tool that reads it, not where it is declared."""
+    for (view,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall():
+        try:
+            conn.execute(f'SELECT * FROM "{view}" LIMIT 0')
+        except sqlite3.OperationalError as exc:
+            raise ValueError(f"view {view!r} does not read: {exc}") from exc
 
 
 class RefusedSqlError(ValueError):

@@ -1,8 +1,9 @@
 """Canonical form of a database state: per-table digests for speed, keyed rows for explanation.
 
-A state is compared over the non-volatile columns of every table. Rows are ordered by primary key and columns
-by name, serialised as compact JSON and hashed with sha256, so two databases with equal graded content always
-have equal digests regardless of insertion order or physical layout.
+A state is compared over the non-volatile columns of every table; views are not state (they are derived
+from the tables, which are graded already) and are never read here. Rows are ordered by primary key and
+columns by name, serialised as compact JSON and hashed with sha256, so two databases with equal graded
+content always have equal digests regardless of insertion order or physical layout.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class TableInfo:
 
 
 def inspect_tables(conn: sqlite3.Connection, volatile: dict[str, list[str]]) -> dict[str, TableInfo]:
-    """Read every user table's columns and primary key; refuse tables without a primary key.
+    """Read every user table's columns and primary key (views are left out); refuse tables without a primary key.
 
     A primary key is what lets a diff say *which* row changed, so every table must declare one.
     """

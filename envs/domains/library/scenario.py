@@ -9,13 +9,13 @@ from typing import Any
 
 from envs.sdk import Fact, GenContext, ToolCall, UserScenario, call
 
-# A member in good standing under policy rule 4 (`m` is the members row; parameters: today, "unpaid").
-GOOD_STANDING = ("m.expires_on >= ? AND (SELECT COALESCE(SUM(f.amount_cents), 0) FROM fines f "
-                 "WHERE f.member_id = m.member_id AND f.status = ?) < 1500")
+# A member in good standing under policy rule 4 (`m` is the members row; parameters: today).
+GOOD_STANDING = ("m.expires_on >= ? AND (SELECT b.owed_cents FROM member_balances b "
+                 "WHERE b.member_id = m.member_id) < 1500")
 
 
-def standing_params(ctx: GenContext) -> tuple[str, str]:
-    return (ctx.today, "unpaid")
+def standing_params(ctx: GenContext) -> tuple[str]:
+    return (ctx.today,)
 
 
 @dataclass(frozen=True)

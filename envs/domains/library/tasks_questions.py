@@ -38,8 +38,8 @@ def loan_due_date(ctx: GenContext) -> TaskDraft:
 
 @template(kind="information", split="train", variants=VARIANTS)
 def unpaid_fines_total(ctx: GenContext) -> TaskDraft:
-    owed = ctx.pick("SELECT member_id, SUM(amount_cents) AS total FROM fines WHERE status = ? GROUP BY member_id "
-                    "HAVING COUNT(*) >= 2 ORDER BY member_id", ("unpaid",))
+    owed = ctx.pick("SELECT member_id, owed_cents AS total FROM member_balances WHERE unpaid_fines >= 2 "
+                    "ORDER BY member_id")
     patron = Patron.load(ctx, owed["member_id"])
     return _question(
         patron, ("How much do I owe the library in fines altogether? I'd like to settle up.",

@@ -25,6 +25,6 @@ GATE = CallerGate("members", "member_id", MemberId,
 
 
 def unpaid_cents(db: Sandbox, member_id: str) -> int:
-    row = db.one("SELECT COALESCE(SUM(amount_cents), 0) AS owed FROM fines WHERE member_id = ? AND status = ?",
-                 (member_id, "unpaid"))
-    return row["owed"] if row else 0
+    """The member's unpaid fines, summed."""
+    row = db.one("SELECT owed_cents FROM member_balances WHERE member_id = ?", (member_id,))
+    return row["owed_cents"] if row else 0

@@ -28,9 +28,8 @@ def plan_and_fee(ctx: GenContext) -> TaskDraft:
 @template(kind="information", split="train", variants=VARIANTS)
 def unpaid_balance(ctx: GenContext) -> TaskDraft:
     row = ctx.pick(
-        "SELECT i.customer_id, SUM(i.amount_cents - COALESCE((SELECT SUM(c.amount_cents) FROM credits c "
-        "WHERE c.invoice_id = i.invoice_id), 0)) AS owed FROM invoices i WHERE i.status = 'unpaid' "
-        "GROUP BY i.customer_id HAVING COUNT(*) > 1 OR SUM(i.amount_cents) > 6000 ORDER BY i.customer_id"
+        "SELECT customer_id, SUM(balance_cents) AS owed FROM invoice_balances WHERE status = 'unpaid' "
+        "GROUP BY customer_id HAVING COUNT(*) > 1 OR SUM(amount_cents) > 6000 ORDER BY customer_id"
     )
     customer = customer_of(ctx, row["customer_id"])
     return TaskDraft(

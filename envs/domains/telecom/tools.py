@@ -93,12 +93,8 @@ def list_plans(db: Sandbox) -> list[dict[str, Any]]:
 def list_invoices(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
     """The customer's invoices, newest first, with credits already applied to each."""
     GATE.require(db, customer_id)
-    invoices = db.query(
-        "SELECT i.*, COALESCE(SUM(c.amount_cents), 0) AS credited_cents FROM invoices i "
-        "LEFT JOIN credits c USING (invoice_id) WHERE i.customer_id = ? GROUP BY i.invoice_id "
-        "ORDER BY i.issued_on DESC",
-        (customer_id,),
-    )
+    invoices = db.query("SELECT invoice_id, customer_id, issued_on, due_on, amount_cents, status, credited_cents "
+                        "FROM invoice_balances WHERE customer_id = ? ORDER BY issued_on DESC", (customer_id,))
     return shown(invoices, dollars=("amount", "credited"))
 
 

@@ -23,30 +23,30 @@ APPROVAL_LIMIT_CENTS = 25000
 POSTPONEMENT_WINDOW_DAYS = 30
 
 
-def _order(ctx: GenContext, event_filter: str, params: tuple, having: str) -> dict[str, Any]:
+def _order(ctx: GenContext, event_filter: str, params: tuple, condition: str) -> dict[str, Any]:
     """An intact order for an event matching `event_filter`, with its face-value and fee totals.
 
     Only a customer's single order for that event qualifies, so "my tickets for X" names one order.
     """
     return ctx.pick(
-        "SELECT o.*, SUM(t.face_value_cents) AS face, SUM(t.fee_cents) AS fees, COUNT(*) AS n FROM orders o "
-        f"JOIN events e USING (event_id) JOIN tickets t USING (order_id) WHERE {event_filter} AND {INTACT_ORDER} "
+        "SELECT o.*, t.face_value_total_cents AS face, t.fees_total_cents AS fees, t.tickets AS n FROM orders o "
+        f"JOIN events e USING (event_id) JOIN order_totals t USING (order_id) WHERE {event_filter} AND {INTACT_ORDER} "
         "AND (SELECT COUNT(*) FROM orders x WHERE x.customer_id = o.customer_id AND x.event_id = o.event_id) = 1 "
-        f"GROUP BY o.order_id HAVING {having} ORDER BY o.order_id",
+        f"AND {condition} ORDER BY o.order_id",
         params,
     )
 
 
 def _cancelled_order(ctx: GenContext, over_limit: bool) -> dict[str, Any]:
-    having = f"SUM(t.face_value_cents + t.fee_cents) {'>' if over_limit else '<='} {APPROVAL_LIMIT_CENTS}"
-    return _order(ctx, "e.status = 'cancelled'", (), having)
+    total = f"t.face_value_total_cents + t.fees_total_cents {'>' if over_limit else '<='} {APPROVAL_LIMIT_CENTS}"
+    return _order(ctx, "e.status = 'cancelled'", (), total)
 
 
 def _postponed_order(ctx: GenContext, in_window: bool) -> dict[str, Any]:
     cutoff = days_after(ctx.today, -POSTPONEMENT_WINDOW_DAYS)
     when = "e.status_changed_on >= ?" if in_window else "e.status_changed_on < ?"
     return _order(ctx, f"e.status = 'postponed' AND {when}", (cutoff,),
-                  f"SUM(t.face_value_cents) <= {APPROVAL_LIMIT_CENTS}")
+                  f"t.face_value_total_cents <= {APPROVAL_LIMIT_CENTS}")
 
 
 def _tickets(order: dict[str, Any]) -> str:
@@ -104,14 +104,14 @@ def refund_postponed_too_late(ctx: GenContext) -> TaskDraft:
 
 @template(kind="forbidden", split="train", variants=VARIANTS)
 def refund_event_going_ahead(ctx: GenContext) -> TaskDraft:
-    order = _order(ctx, "e.status = 'on_sale' AND e.event_date > ?", (ctx.today,), "COUNT(*) >= 1")
+    order = _order(ctx, "e.status = 'on_sale' AND e.event_date > ?", (ctx.today,), "t.tickets >= 1")
     return _draft(ctx, order, "Something came up and I can't go to {show} any more. Please refund {tickets}.",
                   "a refund of the order")
 
 
 @template(kind="information", split="train", variants=VARIANTS)
 def cancelled_refund_amount(ctx: GenContext) -> TaskDraft:
-    order = _order(ctx, "e.status = 'cancelled'", (), "COUNT(*) >= 2")
+    order = _order(ctx, "e.status = 'cancelled'", (), "t.tickets >= 2")
     total = order["face"] + order["fees"]
     return _draft(ctx, order, "Before I decide anything: {show} was cancelled. How much would I get back for "
                   "{tickets}, fees included or not?", "learn the refund amount",

@@ -61,11 +61,10 @@ def list_orders(db: Sandbox, customer_id: CustomerId) -> list[dict[str, Any]]:
     GATE.require(db, customer_id)
     orders = db.query(
         "SELECT o.order_id, o.event_id, e.title, e.event_date, e.status AS event_status, o.placed_on, o.status, "
-        "COUNT(t.ticket_id) AS tickets, SUM(t.face_value_cents) AS face_value_total_cents, "
-        "SUM(t.fee_cents) AS fees_total_cents, "
+        "t.tickets, t.face_value_total_cents, t.fees_total_cents, "
         "(SELECT SUM(r.amount_cents) FROM refunds r WHERE r.order_id = o.order_id) AS refunded_cents "
-        "FROM orders o JOIN events e USING (event_id) JOIN tickets t USING (order_id) "
-        "WHERE o.customer_id = ? GROUP BY o.order_id ORDER BY o.placed_on DESC, o.order_id",
+        "FROM orders o JOIN events e USING (event_id) JOIN order_totals t USING (order_id) "
+        "WHERE o.customer_id = ? ORDER BY o.placed_on DESC, o.order_id",
         (customer_id,),
     )
     return shown(orders, dollars=("face_value_total", "fees_total", "refunded"))

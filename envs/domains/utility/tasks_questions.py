@@ -14,10 +14,8 @@ DECLINE = ("I'm sorry, that score is internal to Riverbend and I can't share or 
 
 @template(kind="information", split="train", variants=VARIANTS)
 def total_amount_owed(ctx: GenContext) -> TaskDraft:
-    row = ctx.pick(
-        "SELECT b.account_id, SUM(b.amount_cents - COALESCE((SELECT SUM(ad.amount_cents) FROM adjustments ad "
-        "WHERE ad.bill_id = b.bill_id), 0)) AS owed FROM bills b WHERE b.status = 'unpaid' GROUP BY b.account_id "
-        "HAVING COUNT(*) >= 2 ORDER BY b.account_id")
+    row = ctx.pick("SELECT account_id, SUM(balance_cents) AS owed FROM bill_balances WHERE status = 'unpaid' "
+                   "GROUP BY account_id HAVING COUNT(*) >= 2 ORDER BY account_id")
     person = holder(ctx, row["account_id"])
     return TaskDraft(
         scenario=caller(person, "I got a reminder letter. How much do I owe you in total right now?",

@@ -32,10 +32,7 @@ def owned_bill(db: Sandbox, bill_id: str) -> dict[str, Any]:
 
 
 def unpaid_balance_cents(db: Sandbox, account_id: str) -> int:
-    """Unpaid bill amounts less the adjustments applied to those bills."""
-    row = db.one(
-        "SELECT COALESCE(SUM(b.amount_cents - COALESCE((SELECT SUM(a.amount_cents) FROM adjustments a "
-        "WHERE a.bill_id = b.bill_id), 0)), 0) AS owed FROM bills b WHERE b.account_id = ? AND b.status = ?",
-        (account_id, "unpaid"),
-    )
+    """The balances of the account's unpaid bills (bill amounts less their adjustments), summed."""
+    row = db.one("SELECT COALESCE(SUM(balance_cents), 0) AS owed FROM bill_balances "
+                 "WHERE account_id = ? AND status = ?", (account_id, "unpaid"))
     return int(row["owed"]) if row else 0

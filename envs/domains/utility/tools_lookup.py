@@ -110,15 +110,14 @@ def list_bills(db: Sandbox, account_id: AccountId) -> list[dict[str, Any]]:
     """The account's bills, newest first, with adjustments applied, open disputes and the amount still due."""
     GATE.require(db, account_id)
     bills = db.query(
-        "SELECT b.*, COALESCE((SELECT SUM(a.amount_cents) FROM adjustments a WHERE a.bill_id = b.bill_id), 0) "
-        "AS adjusted_cents, (SELECT d.dispute_id FROM disputes d WHERE d.bill_id = b.bill_id AND d.status = ?) "
-        "AS open_dispute FROM bills b WHERE b.account_id = ? ORDER BY b.issued_on DESC",
+        "SELECT b.*, (SELECT d.dispute_id FROM disputes d WHERE d.bill_id = b.bill_id AND d.status = ?) "
+        "AS open_dispute FROM bill_balances b WHERE b.account_id = ? ORDER BY b.issued_on DESC",
         ("open", account_id),
     )
     for bill in bills:
-        amount, adjusted = bill.pop("amount_cents"), bill.pop("adjusted_cents")
+        amount, adjusted, balance = (bill.pop(f"{name}_cents") for name in ("amount", "adjusted", "balance"))
         bill["amount_usd"], bill["adjusted_usd"] = usd(amount), usd(adjusted)
-        bill["amount_due_usd"] = usd(amount - adjusted if bill["status"] == "unpaid" else 0)
+        bill["amount_due_usd"] = usd(balance if bill["status"] == "unpaid" else 0)
         shown(bill, flags=("estimated",))
     return bills
 
