@@ -4,27 +4,11 @@ packed batches: max |diff| <= 1e-4."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
-import transformers
-from flax import nnx
 
 from tbjax.models import RuntimeConfig, UnsupportedModelError, from_pretrained
-from tests.tbjax.conftest import ALL_ARCHS
+from tests.tbjax.models.support import ALL_ARCHS, forward, torch_logits
 
 TOL = 1e-4
-
-
-@nnx.jit
-def forward(model, ids, positions=None, segments=None):
-    """One compile per architecture and shape: several times cheaper than dispatching every op eagerly."""
-    return model(ids, positions, segments)
-
-
-def torch_logits(path, ids: np.ndarray, positions: np.ndarray | None = None) -> np.ndarray:
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    kwargs = {} if positions is None else {"position_ids": torch.tensor(positions)}
-    with torch.no_grad():
-        return model(torch.tensor(ids), **kwargs).logits.numpy()
 
 
 @pytest.mark.parametrize("arch", ALL_ARCHS)

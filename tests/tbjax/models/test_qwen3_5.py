@@ -17,7 +17,7 @@ from safetensors import safe_open
 
 from tbjax.models import RuntimeConfig, UnsupportedModelError, from_pretrained, save_pretrained
 from tbjax.models.decoding import KVCache, forward_cached
-from tests.tbjax.models.test_parity import forward, torch_logits
+from tests.tbjax.models.support import forward, torch_logits
 
 CHUNK = 16  # small chunks: many chunk boundaries in a short sequence
 LENGTH = 200

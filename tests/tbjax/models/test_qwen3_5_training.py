@@ -16,7 +16,7 @@ from tbjax.trainer.logprobs import chunked_logprobs
 from tbjax.trainer.objective import policy_loss_terms
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
-from tests.tbjax.global_arrays import put_global
+from tests.tbjax.global_arrays_support import put_global
 from tests.tbjax.trainer.support import synthetic_groups
 
 RUNTIME = RuntimeConfig(linear_chunk_size=16)

@@ -10,7 +10,7 @@ from jax.sharding import PartitionSpec as P
 from tbjax.models import RuntimeConfig, from_pretrained
 from tbjax.parallel.mesh import MeshError, make_mesh, parse_mesh_spec
 from tbjax.parallel.sharding import ShardingError, ShardingRules, memory_summary
-from tests.tbjax.global_arrays import put_global
+from tests.tbjax.global_arrays_support import put_global
 
 
 def test_mesh_specs_fill_named_axes():

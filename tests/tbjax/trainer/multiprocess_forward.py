@@ -11,7 +11,7 @@ from tbjax.models import from_pretrained
 from tbjax.parallel.distributed import DistributedConfig, initialize_distributed
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
 from tbjax.parallel.sharding import ShardingRules
-from tests.tbjax.global_arrays import put_global
+from tests.tbjax.global_arrays_support import put_global
 
 
 def main(port: str, process_id: str, model_dir: str, ids_file: str, out_file: str) -> None:

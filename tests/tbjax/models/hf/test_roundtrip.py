@@ -12,7 +12,7 @@ from safetensors import safe_open
 
 from tbjax.models import RuntimeConfig, from_pretrained, save_pretrained
 from tbjax.models.hf.safetensors_reader import SafetensorsReader
-from tests.tbjax.conftest import ALL_ARCHS
+from tests.tbjax.models.support import ALL_ARCHS
 
 
 def tensor_signature(path) -> dict[str, tuple]:
