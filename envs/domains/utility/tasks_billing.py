@@ -88,7 +88,7 @@ def dispute_after_ninety_days(ctx: GenContext) -> TaskDraft:
 BALANCES = (
     "SELECT b.account_id, SUM(b.balance_cents) AS owed FROM bill_balances b WHERE b.status = 'unpaid' AND NOT EXISTS "
     "(SELECT 1 FROM payment_plans pp WHERE pp.account_id = b.account_id AND (pp.status = 'active' OR "
-    "(pp.status = 'defaulted' AND pp.created_on > date(?, '-365 days')))) AND (? IS NULL OR b.account_id IN "
+    "(pp.status = 'defaulted' AND pp.created_on >= date(?, '-365 days')))) AND (? IS NULL OR b.account_id IN "
     "(SELECT a.account_id FROM accounts a WHERE a.assistance_program = ?)) GROUP BY b.account_id "
     "HAVING owed BETWEEN ? AND ? ORDER BY b.account_id"
 )
