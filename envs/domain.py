@@ -167,9 +167,9 @@ def _tool_definition(domain: str, fn: ToolFunction) -> DomainTool:
 
 
 def _bound_body(fn: ToolFunction, sandbox: Sandbox) -> Callable[..., Any]:
-    # Runs on the event loop rather than a worker thread: a sandbox query takes microseconds, far less
-    # than a thread hop, and episodes in one loop never share a connection. The result goes back as one
-    # JSON text (the SDK would split a list into one content block per item).
+    # Runs on the event loop rather than a worker thread: a sandbox query costs less than the hop to a
+    # thread would (envs/README.md, design notes), and episodes in one loop never share a connection. The
+    # result goes back as one JSON text (the SDK would split a list into one content block per item).
     async def body(**kwargs: Any) -> str:
         with input_errors_refused(fn.__name__), sandbox.transaction():
             return json.dumps(fn(sandbox, **kwargs), ensure_ascii=False)

@@ -1,9 +1,10 @@
 """Private SQLite backends: one in-memory template per domain, one cheap copy per episode.
 
 A `DatabaseTemplate` is built once per domain (schema + seeded rows). `DatabaseTemplate.spawn()` copies it
-into a fresh in-memory database with SQLite's online-backup API, which copies pages rather than rows and
-takes well under a millisecond for ten thousand rows. Each `Sandbox` carries the episode's fixed clock and its
-deterministic id counters, so two valid tool paths reach byte-identical graded states.
+into a fresh in-memory database with SQLite's online-backup API, which copies pages rather than rows, so
+an episode's private backend is cheap (envs/README.md, design notes, has the measurement). Each `Sandbox`
+carries the episode's fixed clock and its deterministic id counters, so two valid tool paths reach
+byte-identical graded states.
 
 An authorizer guards every sandbox: ATTACH/DETACH, any schema change and any PRAGMA given an argument (the
 form that writes settings) are denied, and every table a statement may write is recorded, so grading

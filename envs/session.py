@@ -36,8 +36,8 @@ from envs.verifier import grade
 UserFactory = Callable[[UserScenario], UserSimulator]
 # "full": the written policy and every tool's documented schema (what a capable model reads).
 # "compact": the domain's one-line description and today's date; the tool schemas still validate calls but are
-# not rendered: ~60x fewer prompt tokens, for tiny policies that learn the domain and its tools from
-# demonstrations rather than by reading them (the laptop default).
+# not rendered (envs/README.md says how much shorter), for tiny policies that learn the domain and its tools
+# from demonstrations rather than by reading them (the laptop default).
 PromptStyle = Literal["full", "compact"]
 
 

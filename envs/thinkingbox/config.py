@@ -24,7 +24,8 @@ class ThinkingBoxConfig(BaseModel):
     start_timeout_s: float = 60.0  # process start + MCP handshake + tool listing
     call_timeout_s: float = 60.0  # one tool call, init or effects
     max_concurrent_starts: int = Field(default=4, ge=1, description="server processes starting at once (a "
-                                                                    "start is ~1.3 s of CPU; episodes may be many)")
+                                                                    "start is CPU-heavy, envs/README.md says how "
+                                                                    "much; episodes may be many)")
     user: ChatEndpointConfig | None = Field(default=None, description="user simulator endpoint")
     user_temperature: float = 0.3
     judge: ChatEndpointConfig | None = Field(default=None, description="yes/no rubric judge; None = unjudged")

@@ -1,4 +1,5 @@
-"""Seeded rows for the clinic template: 1,100 patients, a 15-week slot calendar and ~13k rows in all.
+"""Seeded rows for the clinic template: 1,100 patients, their visits, referrals, prescriptions and fees, and a
+15-week slot calendar.
 
 Everything is drawn from the Random passed in, so one seed always yields one database. Specialist bookings
 are made against real referrals (and use up their visits), so the seeded history obeys the policy it tests.

@@ -1,4 +1,4 @@
-"""Seeded rows for the library template: 1,400 members, ~650 titles and ~9k rows in all.
+"""Seeded rows for the library template: 1,400 members, the catalogue and its copies, and their circulation.
 
 Every value comes from the Random passed in, so one seed always yields one database. Circulation history is
 generated in the order it would happen (copies, then loans, then the fines those loans caused), so fines point

@@ -1,4 +1,4 @@
-"""Seeded, realistic rows for the telecom template: ~900 customers and ~12k rows in all.
+"""Seeded, realistic rows for the telecom template: 900 customers with their lines, devices and invoices.
 
 Everything is drawn from the Random passed in, so the same seed always yields the same database.
 """

@@ -1,4 +1,4 @@
-"""Seeded, realistic rows for the ticketing template: ~800 customers, ~29 events, ~9k rows in all.
+"""Seeded, realistic rows for the ticketing template: 800 customers, the events of the catalogue, their orders.
 
 Everything random is drawn from the Random passed in, so the same seed always yields the same database.
 Seat maps are fixed (catalogue.py); orders fill them with runs of adjacent seats, as real buyers do.

@@ -1,4 +1,4 @@
-"""Seeded rows for the utility template: ~650 households in the Willamette valley, ~14k rows in all.
+"""Seeded rows for the utility template: 650 households in the Willamette valley, their meters and bills.
 
 Every value is drawn from the Random the SDK passes in, so one seed always yields one database. Bills run
 monthly from December 2025 to May 2026; meters are read on the 3rd of each month with cumulative registers.
