@@ -78,3 +78,13 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory):
         return made[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def tiny_interpreter(tmp_path_factory: pytest.TempPathFactory):
+    """An Interpreter over the byte-level BPE tokenizer tbjax.assets.tokenizer trains here (no download), for
+    tests that play real episodes with a scripted policy (the oracle's demonstrations and its slips)."""
+    from rollout.interpret import Interpreter
+    from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
+
+    return Interpreter.from_pretrained(save_tokenizer(train_tokenizer(), tmp_path_factory.mktemp("tok")))

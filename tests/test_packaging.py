@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.subprocess_support import clean_env
-from tests.tbjax.pipeline.test_pipeline import SHORT
+from tests.tbjax.pipeline.support import SHORT
 
 REPO = Path(__file__).resolve().parents[1]
 NOT_SHIPPED = shutil.ignore_patterns(".git", ".venv*", "runs", "build", "*.egg-info", "__pycache__", ".*_cache",

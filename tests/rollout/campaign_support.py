@@ -3,6 +3,8 @@ total, number of tasks at k/k and number of tasks with any success (the seed's t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rollout.metrics import TaskCounts
 from rollout.records import TrialRecord, Usage
 
@@ -43,3 +45,9 @@ def records(per_task: list[int], trials: int, *, model: str = "policy", usage_to
                 passed=trial < c, system_error=None, termination="user_done", turns=3, usage=Usage(**usage),
                 model=model, weight_version="0", seconds=1.0))
     return out
+
+
+def write_records(path: Path, recs: list[TrialRecord]) -> Path:
+    """`recs` as a trials.jsonl at `path`, one record a line as rollout.evaluate appends them."""
+    path.write_text("".join(r.model_dump_json() + "\n" for r in recs))
+    return path

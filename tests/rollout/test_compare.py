@@ -6,23 +6,18 @@ from pathlib import Path
 import pytest
 
 from rollout import compare
-from tests.rollout.campaign_support import records, success_counts
-
-
-def write(path, recs):
-    path.write_text("".join(r.model_dump_json() + "\n" for r in recs))
-    return path
+from tests.rollout.campaign_support import records, success_counts, write_records
 
 
 def campaign(directory, per_task):
     """A campaign's trials.jsonl in its own directory, as rollout.evaluate writes it (4 trials per task)."""
     directory.mkdir(parents=True)
-    return write(directory / "trials.jsonl", records(per_task, 4))
+    return write_records(directory / "trials.jsonl", records(per_task, 4))
 
 
 def test_seed_base_vs_trained(tmp_path):
-    base = write(tmp_path / "base.jsonl", records(success_counts(507, 20, 5242, 38, 453), 20))
-    grpo = write(tmp_path / "grpo.jsonl", records(success_counts(507, 20, 6163, 107, 446), 20))
+    base = write_records(tmp_path / "base.jsonl", records(success_counts(507, 20, 5242, 38, 453), 20))
+    grpo = write_records(tmp_path / "grpo.jsonl", records(success_counts(507, 20, 6163, 107, 446), 20))
     out = tmp_path / "cmp"
     assert compare.main([str(base), str(grpo), "--out", str(out), "--resamples", "300"]) == 0
     result = json.loads((out / "compare.json").read_text())

@@ -6,7 +6,7 @@ import json
 
 from rollout import compare, evaluate
 from rollout.records import TrialRecord
-from tests.rollout.campaign_support import records
+from tests.rollout.campaign_support import records, write_records
 
 K = 4
 
@@ -17,16 +17,11 @@ def lose_trial(recs: list[TrialRecord], task_id: str, trial: int) -> list[TrialR
     return [r.model_copy(update=lost) if r.key == (task_id, trial) else r for r in recs]
 
 
-def write(path, recs: list[TrialRecord]):
-    path.write_text("".join(r.model_dump_json() + "\n" for r in recs))
-    return path
-
-
 def test_a_task_that_lost_a_trial_is_not_observed_k_of_k(tmp_path):
     # t0000 passes 4/4, t0001 passes its 3 scored trials and lost one, t0002 passes 3/4.
     recs = lose_trial(records([K, K, 3], K), "t0001", 0)
     out = tmp_path / "out"
-    assert evaluate.main(["--from-trials", str(write(tmp_path / "trials.jsonl", recs)), "--out", str(out)]) == 0
+    assert evaluate.main(["--from-trials", str(write_records(tmp_path / "trials.jsonl", recs)), "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["k"] == K and summary["tasks"] == 3
     assert summary["observed_k_of_k"] == {"count": 1, "share": 1 / 3}
@@ -42,8 +37,8 @@ def test_comparison_gains_a_task_only_when_it_is_observed_k_of_k_strictly(tmp_pa
     a = lose_trial(records([K, K, 3], K), "t0001", 2)  # t0001: 3 of 3 scored trials passed, one lost
     b = records([K, K, 3], K)  # t0001: 4/4
     out = tmp_path / "cmp"
-    compare.write_comparison(write(tmp_path / "a.jsonl", a), write(tmp_path / "b.jsonl", b), out, names=("a", "b"),
-                             resamples=50)
+    compare.write_comparison(write_records(tmp_path / "a.jsonl", a), write_records(tmp_path / "b.jsonl", b), out,
+                             names=("a", "b"), resamples=50)
     result = json.loads((out / "compare.json").read_text())
     assert result["gained"]["k_of_k"] == ["t0001"] and result["lost"]["k_of_k"] == []
     assert result["a"]["observed_k_of_k"]["count"] == 1 and result["b"]["observed_k_of_k"]["count"] == 2

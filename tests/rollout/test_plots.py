@@ -9,9 +9,8 @@ from matplotlib.colors import to_hex
 
 from rollout import compare, plots
 from rollout.evaluation.figures import bands_figure
-from tests.rollout.campaign_support import records
+from tests.rollout.campaign_support import records, write_records
 from tests.rollout.chart_support import drawn, png_size
-from tests.rollout.test_compare import write
 
 METRICS = [
     {"step": 1, "reward_mean": 0.25, "pass_rate": 0.3, "skipped": False},
@@ -82,8 +81,8 @@ def test_bands_chart_draws_candidates_not_judged_in_grey():
 
 
 def test_compare_domains_before_and_after(tmp_path):
-    base = write(tmp_path / "base.jsonl", records([4, 0, 2, 1, 3, 0, 4, 2, 1, 0], 4))
-    trained = write(tmp_path / "trained.jsonl", records([4, 2, 4, 1, 3, 1, 4, 4, 2, 0], 4))
+    base = write_records(tmp_path / "base.jsonl", records([4, 0, 2, 1, 3, 0, 4, 2, 1, 0], 4))
+    trained = write_records(tmp_path / "trained.jsonl", records([4, 2, 4, 1, 3, 1, 4, 4, 2, 0], 4))
     out = tmp_path / "cmp"
     assert compare.main([str(base), str(trained), "--out", str(out), "--resamples", "50"]) == 0
     result = json.loads((out / "compare.json").read_text())

@@ -14,12 +14,10 @@ from envs.loading import seal
 from envs.oracle import Slip, oracle_turns, slips_of
 from envs.registry import get_domain
 from rollout.decisions import decision
-from rollout.episode import EpisodeConfig
 from rollout.oracle import slipped_demonstrations
 from rollout.records import TrialRecord
-from tests.rollout.test_oracle import interpreter  # noqa: F401  (fixture)
+from tests.rollout.oracle_support import LIMITS
 
-LIMITS = EpisodeConfig(max_turns=12, max_tokens_per_turn=256, token_budget=8000)
 # what the verdict's outcome must be after each slip, and the decision the report reads from it
 EXPECTED = {Slip.SKIP_VERIFICATION: ("unchanged", "left it undone"), Slip.STOP_EARLY: ("unchanged", "left it undone"),
             Slip.FORBIDDEN_ACTION: ("careless", "made the forbidden change"),
@@ -35,10 +33,10 @@ def tasks_with_every_slip() -> list:
     return list(chosen.values())
 
 
-def test_every_slip_fails_and_its_outcome_names_the_decision(interpreter) -> None:  # noqa: F811
+def test_every_slip_fails_and_its_outcome_names_the_decision(tiny_interpreter) -> None:
     tasks = tasks_with_every_slip()
-    played = asyncio.run(slipped_demonstrations(tasks, interpreter, functools.partial(open_session, prompt="compact"),
-                                                LIMITS))
+    compact = functools.partial(open_session, prompt="compact")
+    played = asyncio.run(slipped_demonstrations(tasks, tiny_interpreter, compact, LIMITS))
     assert {slip for slip, _ in played} == set(Slip)
     by_task = {t.id: t for t in tasks}
     for slip, result in played:
