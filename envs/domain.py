@@ -160,10 +160,12 @@ def _tool_definition(domain: str, fn: ToolFunction) -> DomainTool:
     checked = [p.replace(annotation=Annotated[p.annotation, AfterValidator(storable)] if takes_boolean(p.annotation)
                          else Annotated[p.annotation, BeforeValidator(not_a_boolean), AfterValidator(storable)])
                for p in parameters[1:]]
-    unbound.__signature__ = signature.replace(parameters=checked)  # type: ignore[attr-defined]
+    vars(unbound)["__signature__"] = signature.replace(parameters=checked)  # what inspect.signature reads
     unbound.__name__ = fn.__name__
-    return DomainTool.from_function(unbound, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""),
+    tool = DomainTool.from_function(unbound, name=fn.__name__, description=inspect.cleandoc(fn.__doc__ or ""),
                                     structured_output=False)
+    assert isinstance(tool, DomainTool)  # the SDK builds `cls(...)`; its annotation names the base class
+    return tool
 
 
 def _bound_body(fn: ToolFunction, sandbox: Sandbox) -> Callable[..., Any]:

@@ -22,7 +22,7 @@ from envs.registry import domain_argument, get_domain
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m envs.serve", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m envs.serve", description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--domain", required=True, type=domain_argument,
                         help="a known domain by name, or module:attr naming a Domain of your own")
     parser.add_argument("--task", help="start from this task's initial state (id as in load_tasks)")

@@ -73,7 +73,7 @@ def declared_tool(body: Callable[..., Any], name: str, doc: str,
     `parameters`: what `Domain` derives the MCP schema from, for a tool whose body several desks share."""
     body.__name__ = body.__qualname__ = name
     body.__doc__ = doc
-    body.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    vars(body)["__signature__"] = inspect.Signature(  # what inspect.signature reads
         [_parameter("db", Sandbox), *parameters], return_annotation=Row)
     return body
 

@@ -9,11 +9,11 @@ to the template, so a held-out template contributes no task to training at all.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.sandbox import DatabaseTemplate, Params
+from envs.sandbox import DatabaseTemplate
 from envs.tasks import DecisionNote, Rubric, Split, TaskKind, ToolCall, UserScenario
 
 
@@ -66,7 +66,7 @@ class GenContext:
         self.rng = random.Random(f"{domain}/{template.name}/{variant}")
         self._database = database
 
-    def read(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Rows of the seeded (pristine) database."""
         return self._database.read(sql, params)
 
@@ -78,7 +78,7 @@ class GenContext:
             raise ValueError(f"{table}.{key_column} = {key!r} matches {len(rows)} seeded rows, expected exactly one")
         return rows[0] | changes
 
-    def pick(self, sql: str, params: Params = ()) -> dict[str, Any]:
+    def pick(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any]:
         """This variant's own candidate row: variant i gets the i-th row of a fixed shuffle of the result.
 
         Raises when there are fewer candidates than variants, naming the template, so a seed change that

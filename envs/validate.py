@@ -124,7 +124,7 @@ def render(reports: list[DomainReport], console: Console) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m envs.validate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m envs.validate", description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--domain", type=domain_argument,
                         help="validate one domain: a known one by name, or module:attr (default: every known one)")
     args = parser.parse_args(argv)

@@ -73,8 +73,9 @@ async def grade(domain: Domain, task: Task, sandbox: Sandbox, replies: Sequence[
 
 def _outcome(task: Task, final_hash: str) -> Outcome:
     """Which of the task's reference states the episode ended in (the golden state wins where they coincide)."""
-    for outcome, reference in (("golden", task.golden_hash), ("careless", task.careless_hash),
-                               ("unchanged", task.initial_hash)):
+    references: tuple[tuple[Outcome, str | None], ...] = (
+        ("golden", task.golden_hash), ("careless", task.careless_hash), ("unchanged", task.initial_hash))
+    for outcome, reference in references:
         if final_hash == reference:
             return outcome
     return "other"

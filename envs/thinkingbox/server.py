@@ -68,8 +68,8 @@ class ServerProcess:
         self._task = asyncio.create_task(self._hold(ready), name=f"tb-server {self.label}")
         try:
             async with asyncio.timeout(self.start_timeout_s):
-                self._client = await asyncio.shield(ready)
-                self.tools = (await self._client.list_tools()).tools
+                self._client = client = await asyncio.shield(ready)
+                self.tools = (await client.list_tools()).tools
         except TimeoutError as exc:
             await self.close()
             raise self._error("tb_server_timeout", f"did not start within {self.start_timeout_s}s") from exc

@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeGuard, get_args
 
 from envs.thinkingbox.agents import AgentName, Attempt, attempt
 from envs.thinkingbox.config import ThinkingBoxConfig
@@ -74,9 +75,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--python", required=True, help="the servers' Python 3.12 interpreter")
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks of the test list")
     parser.add_argument("--jobs", type=int, default=2, help="server processes at once")
-    parser.add_argument("--agents", default="oracle,nothing", help="comma-separated: oracle, nothing")
+    parser.add_argument("--agents", type=agent_names, default="oracle,nothing", help="comma-separated: oracle, nothing")
     parser.add_argument("--out", type=Path, default=None, help="JSON lines, one per attempt")
     return parser.parse_args(argv)
+
+
+def agent_names(text: str) -> list[AgentName]:
+    """The agents `--agents` lists; an unknown name is a usage error naming it."""
+    agents: list[AgentName] = []
+    for name in (part.strip() for part in text.split(",")):
+        if not _is_agent(name):
+            raise argparse.ArgumentTypeError(f"unknown agent {name!r}; choose from {', '.join(get_args(AgentName))}")
+        agents.append(name)
+    return agents
+
+
+def _is_agent(name: str) -> TypeGuard[AgentName]:
+    return name in get_args(AgentName)
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -84,12 +99,13 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"{len(suite.tasks)} tasks; {sum(bool(c.rubrics) for c in suite.cases.values())} with yes/no rubrics")
     failed = False
     records = []
-    for agent in args.agents.split(","):
+    agents: list[AgentName] = args.agents
+    for agent in agents:
         start = time.perf_counter()
-        attempts = await run_agent(suite, agent.strip(), args.jobs)  # type: ignore[arg-type]
-        print(summary(agent.strip(), attempts, time.perf_counter() - start, args.jobs))  # type: ignore[arg-type]
+        attempts = await run_agent(suite, agent, args.jobs)
+        print(summary(agent, attempts, time.perf_counter() - start, args.jobs))
         records += attempts
-        if agent.strip() == "oracle":
+        if agent == "oracle":
             failed |= any(not a.state_matches for a in attempts)
             for a in attempts:
                 if a.verdict is not None and not a.state_matches:

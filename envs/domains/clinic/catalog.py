@@ -12,7 +12,7 @@ from importlib.resources import files
 
 import yaml
 
-_DATA = yaml.safe_load(files(__package__).joinpath("catalog.yaml").read_text())
+_DATA = yaml.safe_load(files(__name__.rpartition(".")[0]).joinpath("catalog.yaml").read_text())
 
 INSURANCE_PLANS: list[tuple] = [tuple(row) for row in _DATA["insurance_plans"]]
 PLAN_WEIGHTS: list[int] = _DATA["plan_weights"]

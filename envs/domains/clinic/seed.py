@@ -121,10 +121,11 @@ def _calendar(conn: sqlite3.Connection, rng: random.Random, ids: _Ids, patients:
                     patient = referral[1] if referral else None
                 else:
                     patient = rng.choice(patients)
-            booked = patient is not None and (patient, starts[:10]) not in busy
+            if patient is not None and (patient, starts[:10]) in busy:
+                patient = referral = None  # a patient has one visit a day: the slot stays open
             conn.execute("INSERT INTO slots VALUES (?, ?, ?, ?, ?)",
-                         (slot_id, practitioner_id, starts, minutes, "booked" if booked else "open"))
-            if not booked:
+                         (slot_id, practitioner_id, starts, minutes, "open" if patient is None else "booked"))
+            if patient is None:
                 continue
             busy.add((patient, starts[:10]))
             if referral:

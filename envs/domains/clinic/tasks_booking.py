@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from envs.domains.clinic.catalog import FAMILY_MEDICINE, IMAGING, PROCEDURES
 from envs.domains.clinic.scenario import PRACTITIONER, any_patient, caller, patient, verify, when
 from envs.sdk import GenContext, TaskDraft, call, days_after, template
@@ -84,7 +86,7 @@ def specialist_referral_lapsed(ctx: GenContext) -> TaskDraft:
     )
 
 
-def _imaging_request(ctx: GenContext) -> tuple[dict, dict, dict]:
+def _imaging_request(ctx: GenContext) -> tuple[dict[str, Any], tuple, dict[str, Any]]:
     """An insured patient with no pre-authorisation history, a scan priced above their threshold, a scan slot."""
     person = ctx.pick(
         "SELECT p.*, i.preauth_threshold_cents FROM patients p JOIN insurance_plans i USING (plan_code) "

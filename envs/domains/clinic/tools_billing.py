@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from envs.domains.clinic.tool_support import GATE, AppointmentId, PatientId, owned_appointment
-from envs.sdk import Escalations, Sandbox, ToolError, shown, usd
+from envs.sdk import Escalations, Sandbox, ToolError, must_exist, shown, usd
 
 REQUESTS = Escalations(GATE, "requests", "request_id", "RQ",
                        categories=("fee_waiver_approval", "controlled_refill_review", "scheduling", "billing",
@@ -33,8 +33,9 @@ def charge_fee(
     visit = owned_appointment(db, appointment_id)
     if db.one("SELECT fee_id FROM fees WHERE appointment_id = ?", (appointment_id,)):
         raise ToolError(f"appointment {appointment_id} already has a fee")
-    cents = db.one("SELECT late_fee_cents FROM practitioners WHERE practitioner_id = ?",
-                   (visit["practitioner_id"],))["late_fee_cents"]
+    practitioner = must_exist(db.one("SELECT late_fee_cents FROM practitioners WHERE practitioner_id = ?",
+                                     (visit["practitioner_id"],)), f"practitioner {visit['practitioner_id']}")
+    cents = practitioner["late_fee_cents"]
     fee_id = db.new_id("FE")
     db.execute("INSERT INTO fees VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                (fee_id, visit["patient_id"], appointment_id, kind, cents, "unpaid", db.today, None))

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from envs.domains.clinic.tool_support import GATE, PatientId
-from envs.sdk import Sandbox, ToolError, days_after, shown
+from envs.sdk import Sandbox, ToolError, days_after, must_exist, shown
 
 
 def list_referrals(db: Sandbox, patient_id: PatientId) -> list[dict[str, Any]]:
@@ -36,7 +36,8 @@ def request_refill(
     rx = GATE.owned(db, db.one("SELECT * FROM prescriptions WHERE rx_id = ?", (rx_id,)), f"prescription {rx_id}")
     if rx["status"] != "active" or rx["refills_left"] < 1:
         raise ToolError(f"prescription {rx_id} has no refills available; the patient needs a new prescription")
-    pharmacy = db.one("SELECT pharmacy FROM patients WHERE patient_id = ?", (rx["patient_id"],))["pharmacy"]
+    pharmacy = must_exist(db.one("SELECT pharmacy FROM patients WHERE patient_id = ?", (rx["patient_id"],)),
+                          f"patient {rx['patient_id']}")["pharmacy"]
     db.execute("UPDATE prescriptions SET refills_left = refills_left - 1, last_filled_on = ? WHERE rx_id = ?",
                (db.today, rx_id))
     fill_id = db.new_id("FL")

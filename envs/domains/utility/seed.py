@@ -101,7 +101,7 @@ def _meter(conn: sqlite3.Connection, rng: random.Random, n: Counters, premise_id
         kind = "estimated" if rng.random() < 0.15 else "actual"
         conn.execute("INSERT INTO readings VALUES (?, ?, ?, ?, ?)",
                      (f"RD-{500000 + n.next('reading')}", meter_id, read_on, register, kind))
-    if cut_off:
+    if disconnected_on is not None:
         conn.execute("INSERT INTO service_orders VALUES (?, ?, ?, ?, ?, ?, ?)",
                      (f"SO-{80000 + n.next('order')}", meter_id, "disconnect", "completed", disconnected_on,
                       "non-payment disconnection after final notice", days_after(disconnected_on, -10)))
