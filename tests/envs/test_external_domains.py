@@ -20,7 +20,14 @@ from rollout.interpret import Interpreter
 from rollout.oracle import demonstrations
 from rollout.task_choice import TaskChoiceError, command_tasks
 from tbjax.assets.tokenizer import BASE_CORPUS, save_tokenizer, train_tokenizer
-from tests.envs.external_domain import NAME, PACKAGE, REFERENCE, external_domain, forget_references, golden_verdict
+from tests.envs.external_domain_support import (
+    NAME,
+    PACKAGE,
+    REFERENCE,
+    external_domain,
+    forget_references,
+    golden_verdict,
+)
 
 LIMITS = EpisodeConfig(max_turns=6, max_tokens_per_turn=256, token_budget=4000)
 

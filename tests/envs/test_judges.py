@@ -12,7 +12,8 @@ from envs.errors import ConfigError, JudgeParseError
 from envs.judges.llm import LlmJudge, parse_yes_no
 from envs.judges.rules import check_rule, mentions, normalise
 from envs.tasks import Rubric, Task
-from tests.envs.conftest import Canned, FakeOpenAI, first_task
+from tests.envs.fake_openai_support import Canned, FakeOpenAI
+from tests.envs.support import first_task
 
 
 def test_normalisation_makes_amounts_and_dates_comparable() -> None:

@@ -15,7 +15,7 @@ from envs.loading import _check_unique, generate, seal
 from envs.sdk import Sandbox, TaskDraft, UserScenario, call, template
 from envs.tasks import Rubric, Split, Task, TaskKind, ToolCall
 from envs.templates import GenContext
-from tests.envs.conftest import first_task
+from tests.envs.support import first_task
 
 
 def test_telecom_has_enough_distinct_tasks_of_every_kind(telecom_tasks: list[Task]) -> None:

@@ -10,7 +10,7 @@ import pytest
 import envs
 from envs.domain import Domain
 from envs.tasks import Task
-from tests.envs.conftest import first_task
+from tests.envs.support import first_task
 
 
 def test_tool_schemas_come_from_type_hints_and_field_descriptions(telecom: Domain) -> None:

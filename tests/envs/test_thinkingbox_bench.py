@@ -16,7 +16,7 @@ from envs.judges.llm import LlmJudge
 from envs.thinkingbox import DOMAINS, TASK_PREFIX, ThinkingBoxSuite, is_benchmark_task
 from envs.thinkingbox.agents import Attempt, attempt
 from envs.verdict import Verdict
-from tests.envs.conftest import Canned, FakeOpenAI
+from tests.envs.fake_openai_support import Canned, FakeOpenAI
 from tests.envs.thinkingbox_fixtures.support import real_config
 
 RELEASE_COUNTS = {"retail": 98, "travel_hospitality": 104, "auto_insurance": 100, "neobank_support": 104,

@@ -19,7 +19,7 @@ from rollout.interpret import Interpreter, ToolCatalog
 from tbjax.assets.tiny import make_flax_checkpoint
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import from_pretrained
-from tests.envs.conftest import Canned, FakeOpenAI
+from tests.envs.fake_openai_support import Canned, FakeOpenAI
 from tests.envs.thinkingbox_fixtures.support import real_config, synthetic_clone, synthetic_config
 
 

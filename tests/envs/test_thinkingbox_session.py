@@ -17,7 +17,7 @@ from envs.thinkingbox.config import ThinkingBoxConfig
 from envs.thinkingbox.grading import UNJUDGED
 from envs.thinkingbox.user import ThinkingBoxUser
 from envs.users.base import STOP_MARKER, UserTurn
-from tests.envs.conftest import Canned, FakeOpenAI
+from tests.envs.fake_openai_support import Canned, FakeOpenAI
 from tests.envs.thinkingbox_fixtures.support import synthetic_clone, synthetic_config
 
 ADD_ONE = "thinkingbox/notes_group1:test_add_one"

@@ -11,7 +11,8 @@ from envs.errors import EndpointError, EndpointTimeout
 from envs.tasks import Fact, Task, UserScenario
 from envs.users import STOP_MARKER, LlmUser, ScriptedUser
 from envs.users.llm import sanitise_agent_text
-from tests.envs.conftest import Canned, FakeOpenAI, first_task
+from tests.envs.fake_openai_support import Canned, FakeOpenAI
+from tests.envs.support import first_task
 
 SCENARIO = UserScenario(
     opening="Please turn on roaming.", goal="roaming on",

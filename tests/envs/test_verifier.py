@@ -10,7 +10,7 @@ import envs
 from envs.domain import Domain
 from envs.tasks import Task
 from envs.verdict import Verdict
-from tests.envs.conftest import first_task
+from tests.envs.support import first_task
 
 
 async def _run(task: Task, calls: list[tuple[str, dict]], reply: str = "") -> Verdict:

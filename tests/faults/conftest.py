@@ -17,7 +17,7 @@ import pytest
 from rollout.launch_sglang import LaunchConfig, Supervisor
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import from_pretrained
-from tests.envs.conftest import fake_openai  # noqa: F401 (the fixture)
+from tests.envs.fake_openai_support import fake_openai  # noqa: F401 (the fixture)
 
 GREEDY = {"input_ids": list(range(5, 17)), "sampling_params": {"max_new_tokens": 8, "temperature": 0.0},
           "return_logprob": True}

@@ -28,7 +28,7 @@ from rollout.failures import INFRASTRUCTURE_ERRORS
 from rollout.interpret import Interpreter
 from rollout.oracle import OracleEngine
 from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
-from tests.envs.conftest import Canned, FakeOpenAI
+from tests.envs.fake_openai_support import Canned, FakeOpenAI
 
 TIMEOUT_S = 0.3  # each attempt's deadline; the hang below outlasts it
 HANG_S = 1.0

@@ -7,7 +7,7 @@ import json
 from envs import load_tasks, write_jsonl
 from rollout import evaluate
 from rollout.records import read_records
-from tests.envs.conftest import Canned, fake_openai  # noqa: F401 (the fixture)
+from tests.envs.fake_openai_support import Canned, fake_openai  # noqa: F401 (the fixture)
 
 TASK_ID = "telecom/upgrade_plan/000"
 

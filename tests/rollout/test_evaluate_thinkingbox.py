@@ -7,7 +7,7 @@ import sys
 
 from rollout import evaluate
 from rollout.records import read_records
-from tests.envs.conftest import Canned, fake_openai  # noqa: F401 (the fixture)
+from tests.envs.fake_openai_support import Canned, fake_openai  # noqa: F401 (the fixture)
 from tests.envs.thinkingbox_fixtures.support import synthetic_clone
 from tests.rollout.test_evaluate_openai import completion
 

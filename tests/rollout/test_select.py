@@ -14,7 +14,7 @@ from rollout.evaluation.selection import BAND_EDGES, BAND_NAMES, SelectionConfig
 from rollout.metrics import TaskCounts
 from rollout.records import TrialRecord
 from rollout.task_choice import BenchmarkExclusion, benchmark_exclusion
-from tests.envs.conftest import Canned, fake_openai  # noqa: F401 (the fixture)
+from tests.envs.fake_openai_support import Canned, fake_openai  # noqa: F401 (the fixture)
 
 
 def jeffreys_cdf(x: float, n: int, k: int, steps: int = 4000) -> float:

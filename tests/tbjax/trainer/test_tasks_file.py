@@ -16,7 +16,7 @@ from rollout.task_choice import MissingTaskInput, TaskChoiceError, training_task
 from tbjax.config import load_config
 from tbjax.pipeline.stages import heldout_split
 from tbjax.trainer.loop import session_opener
-from tests.envs.external_domain import NAME, REFERENCE, external_domain, forget_references, golden_verdict
+from tests.envs.external_domain_support import NAME, REFERENCE, external_domain, forget_references, golden_verdict
 
 TRAIN_IDS = [f"{NAME}/ask_price/{i:03d}" for i in range(3)]
 

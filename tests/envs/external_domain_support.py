@@ -3,9 +3,9 @@ on sys.path, optionally installed (a dist-info directory declaring an entry poin
 `pip install` of a package with that entry point leaves behind).
 
 The package `tiny_shop` is the starter domain `python -m envs.new_domain` writes: one table, one tool and two
-templates (train and heldout split). Tests use it
-through the real registry, loading, sessions and episode loop; `external_domain` undoes everything after the
-test (sys.path, the imported module, the registry's view of installed and referenced domains).
+templates (train and heldout split). Tests use it through the real registry, loading, sessions and episode
+loop; `external_domain` undoes everything after the test (sys.path, the imported module, the registry's view
+of installed and referenced domains).
 """
 
 from __future__ import annotations
