@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import portpicker
 import pytest
 
@@ -18,17 +17,9 @@ from rollout.launch_sglang import LaunchConfig, Supervisor
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import from_pretrained
 from tests.envs.fake_openai_support import fake_openai  # noqa: F401 (the fixture)
+from tests.faults.serve_support import greedy_answer
 
-GREEDY = {"input_ids": list(range(5, 17)), "sampling_params": {"max_new_tokens": 8, "temperature": 0.0},
-          "return_logprob": True}
 SERVED_MAX_LEN = 128
-
-
-def greedy_answer(url: str) -> Any:
-    """The server's tokens and log-probs for GREEDY (what an attack must leave unchanged)."""
-    response = httpx.post(f"{url}/generate", json=GREEDY, timeout=120)
-    assert response.status_code == 200, response.text
-    return response.json()["output_ids"], response.json()["meta_info"]["output_token_logprobs"]
 
 
 @pytest.fixture(scope="session")

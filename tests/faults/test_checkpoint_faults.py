@@ -35,7 +35,7 @@ from tbjax.trainer.checkpoint import CHECKSUMS, BrokenCheckpointError, Checkpoin
 from tbjax.trainer.loop import build_run, run_steps
 from tbjax.trainer.train_state import TrainState
 from tbjax.trainer.update import GRPOTrainer
-from tests.faults.killed_child import hang_forever, kill_when_hanging
+from tests.faults.killed_child_support import hang_forever, kill_when_hanging
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
 FINGERPRINT = "tiny"

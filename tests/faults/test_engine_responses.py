@@ -16,7 +16,7 @@ from rollout.engines.sglang_wire import ProtocolError
 from rollout.episode import EpisodeConfig, run_episode
 from rollout.interpret import Interpreter
 from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
-from tests.rollout.sglang_stub import StubModel, ThreadServer, on_engine
+from tests.rollout.sglang_stub_support import StubModel, ThreadServer, on_engine
 
 SAMPLING = SamplingParams(max_new_tokens=4, stop_token_ids=(7,))
 VOCAB = 1000

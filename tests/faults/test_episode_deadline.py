@@ -16,8 +16,8 @@ from rollout.episode import EpisodeConfig, run_episode
 from rollout.interpret import Interpreter
 from rollout.trajectory import Trajectory
 from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
-from tests.faults.replay import ReplayEngine
-from tests.rollout.sglang_stub import StubModel, ThreadServer, on_engine
+from tests.faults.replay_support import ReplayEngine
+from tests.rollout.sglang_stub_support import StubModel, ThreadServer, on_engine
 
 DEADLINE_S = 0.5
 CONFIG = EpisodeConfig(max_turns=4, max_tokens_per_turn=16, token_budget=60_000, timeout_s=DEADLINE_S)

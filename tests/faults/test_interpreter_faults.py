@@ -19,7 +19,7 @@ from rollout.episode import EpisodeConfig, run_episode
 from rollout.interpret import Interpreter, MalformedCall, ToolCall, ToolCatalog, parse_assistant
 from rollout.interpret.formats import TOOL_CALL_FORMATS
 from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
-from tests.faults.replay import ReplayEngine
+from tests.faults.replay_support import ReplayEngine
 
 PROPERTIES = {"n": {"type": "integer"}, "note": {"type": "string"}, "ids": {"type": "array"}}
 TOOLS = ToolCatalog([{"type": "function", "function": {"name": "lookup", "parameters": {

@@ -7,7 +7,7 @@ publishes its step again), deleted root/v{N} before renaming the new one in: kil
 naming a directory that no longer existed.
 
 The tiny Qwen3 of tests/conftest.py, published for real; the killed publisher is this module run as a script
-(`tests.faults.killed_child`), hanging at the chosen point until it is killed.
+(`tests.faults.killed_child_support`), hanging at the chosen point until it is killed.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import transformers
 from tbjax.models import Qwen, from_pretrained
 from tbjax.models.hf import exporter as hf_export
 from tbjax.models.hf.versions import publish_weights
-from tests.faults.killed_child import hang_forever, kill_when_hanging
+from tests.faults.killed_child_support import hang_forever, kill_when_hanging
 
 # window -> (what is published before the killed publish, the version the killed publish writes, the dtype it
 # writes, the version the next publish writes); a version published again is written in bfloat16, so that what

@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, given, settings
 from rollout.engines.protocol import SamplingParams
 from rollout.launch_sglang import LaunchConfig, Supervisor
 from tbjax.engine.http_bodies import Limits
-from tests.faults.generate_bodies import Body, generate_bodies
+from tests.faults.generate_bodies_support import Body, generate_bodies
 
 PROMPT = list(range(5, 17))
 GREEDY = {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 8, "temperature": 0.0}, "return_logprob": True}
@@ -172,10 +172,10 @@ def test_cross_site_requests_and_foreign_hosts_are_refused(server, client, model
 
 
 def test_fuzzed_bodies_never_stop_or_change_the_server(server, client, vocab_size):
-    """FUZZ_BODIES bodies of tests.faults.generate_bodies, the same every run (hypothesis, derandomized): none is
-    answered 5xx; a valid one 200 with tokens of the vocabulary; a refused one 400 naming the field and rule of
-    every rule it broke; one past the body limit 413, unread. Afterwards the server answers GREEDY as before
-    them."""
+    """FUZZ_BODIES bodies of tests.faults.generate_bodies_support, the same every run (hypothesis, derandomized):
+    none is answered 5xx; a valid one 200 with tokens of the vocabulary; a refused one 400 naming the field and
+    rule of every rule it broke; one past the body limit 413, unread. Afterwards the server answers GREEDY as
+    before them."""
     statuses: Counter[int] = Counter()
     limit = Limits(vocab_size, MAX_LEN - 2).max_body_bytes
 

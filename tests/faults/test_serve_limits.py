@@ -22,7 +22,7 @@ from tbjax.engine.device_step import decode
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.engine.request_checks import MAX_STOP_TOKENS
 from tbjax.models import from_pretrained
-from tests.faults.conftest import GREEDY, greedy_answer
+from tests.faults.serve_support import GREEDY, greedy_answer
 
 PROMPT = GREEDY["input_ids"]
 

@@ -7,7 +7,7 @@ client) of a task that uses it, brought to the state where its golden path calls
 verified), so that the fuzzed arguments reach the tool's body rather than only its verification check. The
 arguments (`arguments`, hypothesis, derandomized: the same every run) mix the golden call's own values,
 values the domain's golden paths use for a parameter of that name, values of the parameter's schema type and
-hostile ones (`tests.faults.hostile`: wrong types, huge and edge numbers, NaN, long and odd text, lone
+hostile ones (`tests.faults.hostile_support`: wrong types, huge and edge numbers, NaN, long and odd text, lone
 surrogates, nested junk, long lists), with parameters left out and unknown ones added (`db`, the name the
 tool body's sandbox parameter has, among them).
 
@@ -34,7 +34,7 @@ from mcp.types import CallToolResult
 import envs
 from envs.registry import builtin_domains
 from envs.session import BuiltinSession, open_session
-from tests.faults.hostile import floats, integers, json_values, long_lists, texts
+from tests.faults.hostile_support import floats, integers, json_values, long_lists, texts
 
 EXAMPLES_PER_TOOL = 20
 CALL_TIMEOUT_S = 10.0

@@ -30,7 +30,7 @@ from safetensors.numpy import load_file, save_file
 
 from rollout.engines.protocol import SamplingParams
 from tbjax.engine.weight_checks import WeightsError
-from tests.faults.conftest import GREEDY, greedy_answer
+from tests.faults.serve_support import GREEDY, greedy_answer
 
 WEIGHTS = "model.safetensors"
 

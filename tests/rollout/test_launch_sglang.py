@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from rollout.launch_sglang import LaunchConfig, LaunchError, Supervisor, healthy, parse_args
-from tests.rollout.sglang_stub import command, free_port
+from tests.rollout.sglang_stub_support import command, free_port
 
 
 def model_info(url: str) -> dict:

@@ -1,4 +1,4 @@
-"""`SGLangEngine` against stand-in SGLang servers on 127.0.0.1 (tests/rollout/sglang_stub.py): what is sent,
+"""`SGLangEngine` against stand-in SGLang servers on 127.0.0.1 (tests/rollout/sglang_stub_support.py): what is sent,
 what is parsed, routing, retries and the weight refresh sequence, over real HTTP."""
 
 import asyncio
@@ -10,7 +10,7 @@ import pytest
 from rollout.engines.protocol import EngineError, SamplingParams
 from rollout.engines.sglang import SGLangEngine
 from rollout.engines.sglang_wire import ProtocolError
-from tests.rollout.sglang_stub import STOP_LOGPROB, StubModel, ThreadServer, free_port, on_engine
+from tests.rollout.sglang_stub_support import STOP_LOGPROB, StubModel, ThreadServer, free_port, on_engine
 
 SAMPLING = SamplingParams(max_new_tokens=16, temperature=0.7, top_p=0.95, top_k=20, min_p=0.05, stop_token_ids=(7,))
 

@@ -9,7 +9,7 @@ import pytest
 
 from rollout.engines.protocol import EngineError, SamplingParams
 from rollout.engines.sglang import SGLangEngine
-from tests.rollout.sglang_stub import command, free_port, wait_healthy
+from tests.rollout.sglang_stub_support import command, free_port, wait_healthy
 
 SAMPLING = SamplingParams(max_new_tokens=8, stop_token_ids=(7,))
 

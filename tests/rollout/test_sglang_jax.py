@@ -28,7 +28,7 @@ from tbjax.models import from_pretrained
 from tbjax.models.hf.versions import publish_weights
 from tests.rollout.e2e_support import check_trajectory, telecom_tasks
 from tests.rollout.sglang_jax_support import Recording, assert_greedy_agree, export_for_sglang_jax, launch
-from tests.rollout.sglang_stub import on_engine
+from tests.rollout.sglang_stub_support import on_engine
 
 pytestmark = pytest.mark.slow
 GREEDY = EpisodeConfig(max_turns=3, max_tokens_per_turn=32, token_budget=480, timeout_s=300, temperature=0.0)

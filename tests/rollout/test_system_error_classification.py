@@ -1,5 +1,5 @@
 """Only infrastructure failures are system errors (rollout.failures): real episodes of built-in telecom tasks
-on SGLangEngine over the stand-in SGLang server (tests/rollout/sglang_stub.py), evaluated and scheduled as in
+on SGLangEngine over the stand-in SGLang server (tests/rollout/sglang_stub_support.py), evaluated and scheduled as in
 a campaign or a training step. A bug (NotImplementedError, RecursionError, TypeError, KeyError) or a missing
 judge stops the run with its own exception and every opened session closed; a connection failure, a timeout
 or a dead server voids only the episodes it hit."""
@@ -24,7 +24,7 @@ from rollout.groups import GroupConfig, GroupScheduler
 from rollout.interpret import Interpreter
 from rollout.records import read_records
 from tbjax.assets.tokenizer import train_tokenizer
-from tests.rollout.sglang_stub import StubModel, ThreadServer, free_port
+from tests.rollout.sglang_stub_support import StubModel, ThreadServer, free_port
 
 # One agent turn of a few stub tokens, then the scripted user answers and max_turns ends the episode.
 EPISODE = EpisodeConfig(max_turns=1, max_tokens_per_turn=8, token_budget=50_000, timeout_s=120)

@@ -3,7 +3,7 @@
 Four kinds: a valid body (cheap to answer: at most 12 prompt tokens, at most 4 new ones),
 with SGLang fields this server ignores and fields nobody knows beside it; a valid body broken at one or two
 fields by a value that breaks that field's rule (it must be refused); a valid body with one field replaced by
-any hostile JSON value (`tests.faults.hostile`: it may happen to be valid); and bytes that are no JSON object
+any hostile JSON value (`tests.faults.hostile_support`: it may happen to be valid); and bytes that are no JSON object
 (broken JSON, other JSON values, nesting past any parser's limit).
 """
 
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pydantic_core import from_json
 
 from tbjax.engine.http_bodies import INT32_MAX, MAX_TEMPERATURE, MIN_TEMPERATURE
-from tests.faults.hostile import json_values, long_lists, texts
+from tests.faults.hostile_support import json_values, long_lists, texts
 
 SGLANG_IGNORED = ("text", "stream", "return_text_in_logprobs", "custom_logit_processor")
 NOT_AN_OBJECT = (b"", b"{", b'{"input_ids": [5, 6]', b"[]", b"null", b'"x"', b"5", b"NaN", b"\xff\xfe",

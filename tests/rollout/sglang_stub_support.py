@@ -10,7 +10,7 @@ logprob -0.25 * (k + 1), `length` tokens long; then it samples the first request
 position s on, position 0's log-prob null, as SGLang does.
 
 Run in-process with `serve_in_thread(StubModel())`, or as a process (the launcher tests' stand-in for
-`python -m sglang.launch_server`): `python -m tests.rollout.sglang_stub --port P [--delay-s 0.2]`.
+`python -m sglang.launch_server`): `python -m tests.rollout.sglang_stub_support --port P [--delay-s 0.2]`.
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def free_port() -> int:
 
 def command(*extra: str) -> list[str]:
     """The stand-in for `python -m sglang.launch_server` (run from the repository root)."""
-    return [sys.executable, "-m", "tests.rollout.sglang_stub", *extra]
+    return [sys.executable, "-m", "tests.rollout.sglang_stub_support", *extra]
 
 
 def wait_healthy(url: str, timeout_s: float = 20.0) -> None:
