@@ -1,5 +1,18 @@
 """Shared fixtures. 24 forced CPU devices let one process build the reference 3x8 mesh; computations that
-are not sharded still run on device 0 only."""
+are not sharded still run on device 0 only.
+
+The suite's layout (tests/test_suite_layout.py checks it):
+- `test_*.py` modules hold tests, named after the module they test (tests/rollout/test_compare.py tests
+  rollout/compare.py) or, for a behaviour that spans modules, after that behaviour (test_episode_e2e.py).
+  No module imports a test module.
+- What several modules share (helpers, fakes, constants) lives in support modules: `support.py` for what a
+  folder's tests share, `<topic>_support.py` for one topic (tests/rollout/campaign_support.py). Only support
+  modules are imported, from anywhere in tests/.
+- A conftest.py holds fixtures and hooks only and is never imported; a fixture that several folders need lives
+  in the conftest of their nearest common parent (here, for the whole suite).
+- Any other module is a script a test runs as a subprocess (tests/tbjax/trainer/multiprocess_train.py), with an
+  `if __name__ == "__main__":` block; nothing imports it.
+"""
 
 import gc
 import os
