@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.envs.fake_openai_support import fake_openai  # noqa: F401 (envs, faults and rollout tests use it)
+
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=24")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One persistent compilation cache per run, shared by the xdist workers (they inherit this process's

@@ -5,8 +5,8 @@ Every module of a package under tests/ is one of:
 - a test module, `test_*.py`;
 - a support module, `support.py` or `<topic>_support.py`: helpers (functions, classes, constants) that test
   modules, scripts and conftests import;
-- a conftest.py: fixtures and pytest hooks, never imported (a fixture that several directories need lives in
-  the conftest of their nearest common parent);
+- a conftest.py: fixtures and pytest hooks, never imported (a fixture that several directories need lives in,
+  or is imported by, the conftest of their nearest common parent; only a conftest imports a fixture);
 - a script run as a subprocess (`python path.py ...` or `python -m ...`), with an `if __name__ == "__main__":`
   block, never imported;
 - an `__init__.py`.
@@ -71,6 +71,27 @@ def imported_modules(path: Path, source: str | None = None) -> list[tuple[int, s
     return sorted((line, module) for line, module in found if module == "tests" or module.startswith("tests."))
 
 
+def imported_names(path: Path) -> list[tuple[int, str, str]]:
+    """(line, module, name) for every `from <module of tests/> import name` in `path` (absolute imports: the
+    suite has no relative ones, which the first test would show)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return sorted((node.lineno, node.module, alias.name) for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and not node.level and node.module
+                  and node.module.startswith("tests.") and module_file(node.module) is not None
+                  for alias in node.names)
+
+
+def fixtures_of(file: Path) -> set[str]:
+    """Names of the module-level functions of `file` decorated with `pytest.fixture` (called or not)."""
+    def is_fixture(decorator: ast.expr) -> bool:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return isinstance(target, ast.Attribute) and target.attr == "fixture" or \
+            isinstance(target, ast.Name) and target.id == "fixture"
+
+    return {node.name for node in ast.parse(file.read_text(), filename=str(file)).body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(map(is_fixture, node.decorator_list))}
+
+
 def has_main_block(path: Path) -> bool:
     for node in ast.parse(path.read_text(), filename=str(path)).body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and \
@@ -102,6 +123,20 @@ def test_modules_import_only_support_modules_of_the_suite():
                 continue
             offenders.append(f"{where(path, line)} imports {module} ({why})")
     assert not offenders, "modules of tests/ import what is no support module:\n" + "\n".join(offenders)
+
+
+def test_only_a_conftest_imports_a_fixture():
+    """A fixture defined in a support module reaches tests through a conftest (the nearest common parent's:
+    tests/conftest.py for several folders), never by an import into a test module, which pytest's docs warn
+    against and which shadows the fixture's name in that module."""
+    offenders = []
+    for path in package_modules():
+        if path.name == "conftest.py":
+            continue
+        for line, module, name in imported_names(path):
+            if name in fixtures_of(module_file(module)):
+                offenders.append(f"{where(path, line)} imports the fixture {name} from {module}")
+    assert not offenders, "fixtures imported outside a conftest:\n" + "\n".join(offenders)
 
 
 def test_every_module_is_a_test_support_conftest_or_script():

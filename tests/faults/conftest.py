@@ -1,6 +1,6 @@
-"""Fixtures for fault tests: the local OpenAI-compatible server of the envs tests (`fake_openai`), one real
-`python -m tbjax.serve` on a tiny Qwen3 shared by the tests that attack a server (`tiny_server`), and an
-in-process deterministic engine on it (`engine`)."""
+"""Fixtures for fault tests: one real `python -m tbjax.serve` on a tiny Qwen3 shared by the tests that attack a
+server (`tiny_server`), and an in-process deterministic engine on it (`engine`). The local OpenAI-compatible
+server (`fake_openai`) comes from tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import pytest
 from rollout.launch_sglang import LaunchConfig, Supervisor
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import from_pretrained
-from tests.envs.fake_openai_support import fake_openai  # noqa: F401 (the fixture)
 from tests.faults.serve_support import greedy_answer
 
 SERVED_MAX_LEN = 128

@@ -7,13 +7,13 @@ import json
 from envs import load_tasks, write_jsonl
 from rollout import evaluate
 from rollout.records import read_records
-from tests.envs.fake_openai_support import Canned, fake_openai  # noqa: F401 (the fixture)
+from tests.envs.fake_openai_support import Canned
 from tests.rollout.openai_support import completion
 
 TASK_ID = "telecom/upgrade_plan/000"
 
 
-def test_chat_episodes_pass_fail_and_system_error(fake_openai, tmp_path, monkeypatch):  # noqa: F811
+def test_chat_episodes_pass_fail_and_system_error(fake_openai, tmp_path, monkeypatch):
     task = next(t for t in load_tasks("telecom", "train") if t.id == TASK_ID)
     golden = [(call.tool, call.args) for call in task.golden_path]
     # Trial 0 follows the golden path (one malformed call first), trial 1 only talks, trial 2 hits an API error.

@@ -7,12 +7,12 @@ import sys
 
 from rollout import evaluate
 from rollout.records import read_records
-from tests.envs.fake_openai_support import Canned, fake_openai  # noqa: F401 (the fixture)
+from tests.envs.fake_openai_support import Canned
 from tests.envs.thinkingbox_fixtures.support import synthetic_clone
 from tests.rollout.openai_support import completion
 
 
-def test_api_agent_on_a_thinkingbox_task_with_a_simulated_user(fake_openai, tmp_path, monkeypatch):  # noqa: F811
+def test_api_agent_on_a_thinkingbox_task_with_a_simulated_user(fake_openai, tmp_path, monkeypatch):
     monkeypatch.setattr("envs.thinkingbox.session.check_interpreter", lambda *_: None)  # not the real 3.12 venv
     clone = synthetic_clone(tmp_path)
     fake_openai.queue(

@@ -14,7 +14,7 @@ from rollout.evaluation.selection import BAND_EDGES, BAND_NAMES, SelectionConfig
 from rollout.metrics import TaskCounts
 from rollout.records import TrialRecord
 from rollout.task_choice import BenchmarkExclusion, benchmark_exclusion
-from tests.envs.fake_openai_support import Canned, fake_openai  # noqa: F401 (the fixture)
+from tests.envs.fake_openai_support import Canned
 
 
 def jeffreys_cdf(x: float, n: int, k: int, steps: int = 4000) -> float:
@@ -168,7 +168,7 @@ def test_cli_rejects_unknown_keep_band(tmp_path):
     assert select_cli.main(["--from-trials", str(trials), "--out", str(tmp_path / "o"), "--keep", "medium,tough"]) == 2
 
 
-def test_cli_runs_the_policy_when_given_an_engine(fake_openai, tmp_path):  # noqa: F811
+def test_cli_runs_the_policy_when_given_an_engine(fake_openai, tmp_path):
     tasks_file = tmp_path / "tasks.jsonl"
     write_jsonl(load_tasks("telecom", "train")[:2], tasks_file)
     fake_openai.queue(*[Canned(text="Sorry, I cannot help with that.") for _ in range(6)])
