@@ -130,6 +130,7 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2, lora_rank: int = 0) -
 
         groups = [[episode(g, m) for m in range(2)] for g in range(rows // 2)]
         batch = batch_from_groups(groups, GRPOSection(), seq, 1)
+        batch = trainer.prepare(state.params, batch)
         state, _ = trainer.update(state, batch)  # compile
         jax.block_until_ready(state.params)
         start = time.perf_counter()

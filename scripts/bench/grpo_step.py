@@ -91,7 +91,7 @@ def tbjax_step(batch: PackedBatch, optim: OptimSection, loss: GRPOSection, logpr
     def step() -> None:
         nonlocal state
         start = time.process_time()
-        state, _ = trainer.update(state, batch)  # update fetches its metrics, so it has finished
+        state, _ = trainer.update(state, trainer.prepare(state.params, batch))  # it fetches its metrics: done
         cpu.append(time.process_time() - start)
 
     return step, params

@@ -32,11 +32,13 @@ from envs.users.llm import LlmUser
 from envs.users.scripted import ScriptedUser
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import SessionOpener, derive_seed, run_episode
-from rollout.groups import GroupScheduler
+from rollout.groups import Batch, GroupScheduler
 from rollout.interpret import Interpreter
 from rollout.task_choice import carve, training_tasks, without_heldout
+from rollout.trajectory import Trajectory
 from tbjax.config import Config
 from tbjax.engine.configured import embedded_engine
+from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_adapter, publish_weights, version_dir
 from tbjax.models.lora import add_adapters, merge_adapters
@@ -46,7 +48,7 @@ from tbjax.trainer.handover import Handover
 from tbjax.trainer.lockstep import engine_model, share_batch
 from tbjax.trainer.metrics_log import MetricsLog, console
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
-from tbjax.trainer.packing import batch_from_groups
+from tbjax.trainer.packing import PackedBatch, batch_from_groups
 from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
 from tbjax.trainer.task_stream import ByKindStream, TaskStream, task_stream
 from tbjax.trainer.train_state import TrainState
@@ -64,14 +66,15 @@ def task_manifest_hash(tasks: list[Task]) -> str:
     return hashlib.sha256("\n".join(t.id for t in tasks).encode()).hexdigest()[:16]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Run:
     """Everything the loop holds between steps."""
 
     config: Config
     trainer: GRPOTrainer
     state: TrainState
-    engine: Any  # None on processes other than the driver
+    # the driver's rollout engine; None on the other processes (the embedded one: on process 0 only)
+    engine: JaxEngine | SGLangEngine | None
     interpreter: Interpreter
     tasks: list[Task]
     iterator: TaskStream  # indices into `tasks` (checkpointed)
@@ -94,6 +97,8 @@ class Run:
 def _user_factory(config: Config):
     if config.user.kind == "scripted":
         return ScriptedUser
+    if config.user.endpoint is None:  # reading the config refuses it (UserSection)
+        raise ValueError("user.kind=llm needs user.endpoint")
     client = ChatClient.from_config(config.user.endpoint)
     return functools.partial(LlmUser, client=client, temperature=config.user.temperature)
 
@@ -110,9 +115,10 @@ def _task_stream(run: Run) -> Iterator[Task]:
 
 def _replacement(run: Run) -> Callable[[Task], Task] | None:
     """By kind, a dropped group's task is replaced by the next of its kind (tbjax.trainer.task_stream)."""
-    if not isinstance(run.iterator, ByKindStream):
+    stream = run.iterator
+    if not isinstance(stream, ByKindStream):
         return None
-    return lambda task: run.tasks[run.iterator.like(task.kind)]
+    return lambda task: run.tasks[stream.like(task.kind)]
 
 
 async def _publish(run: Run, version: str) -> float:
@@ -120,13 +126,13 @@ async def _publish(run: Run, version: str) -> float:
     start = time.perf_counter()
     if run.config.rollout.engine == "embedded":
         model = engine_model(run.trainer, run.state.params)
-        if run.engine is not None:
+        if isinstance(run.engine, JaxEngine):
             await run.engine.set_state(nnx.state(model), version)
     elif run.trainer.lora:  # the adapters alone reach the servers
         policy = run.trainer.model_for(run.state.params)
-        path = publish_adapter(policy, policy.lora_spec, run.directory / "adapters", version,
+        path = publish_adapter(policy, run.config.lora.spec(), run.directory / "adapters", version,
                                base_model=str(run.model_dir))
-        if run.engine is not None:
+        if isinstance(run.engine, SGLangEngine):
             await run.engine.update_adapter(str(path), version)
     else:
         path = publish_weights(run.trainer.model_for(run.state.params), run.directory / "weights", version,
@@ -149,56 +155,100 @@ async def _verify_refit(run: Run) -> dict[str, float]:
     if run.refit is None or run.engine is None:
         return {}
     metrics = {"refit_probe_max_diff": await run.refit.verify(run.engine)}
-    if run.refit.expected.base_gap is not None:  # LoRA: how far the served adapter takes the probe from the base
-        metrics["refit_probe_base_gap"] = run.refit.expected.base_gap
+    expected = run.refit.expected
+    if expected is not None and expected.base_gap is not None:  # LoRA: how far the served adapter takes the
+        metrics["refit_probe_base_gap"] = expected.base_gap  # probe from the base
     return metrics
 
 
+class StepClock:
+    """Wall seconds of a step's phases, as the step's record names them (`time_<phase>_s`)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[f"time_{name}_s"] = time.perf_counter() - start
+
+
 async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any] | None:
-    """One step; the driver (which holds the scheduler) returns its metrics, the other processes None."""
-    config, step = run.config, run.step
-    start = time.perf_counter()
-    batch = await scheduler.next_batch() if scheduler is not None else None
-    rollout_s = time.perf_counter() - start
+    """One step: rollout -> update -> save -> publish. The driver (which holds the scheduler) returns the
+    step's record, the other processes None."""
+    clock = StepClock()
+    with clock.phase("rollout"):
+        batch = await scheduler.next_batch() if scheduler is not None else None
+    packed = _packed(run, batch, scheduler)
+    with clock.phase("update"):
+        update = await _update(run, packed)
+    run.step += 1
+    with clock.phase("save"):
+        _save(run)
+    with clock.phase("publish"):
+        refit = await _publish_step(run) if packed is not None else {}
+    if batch is None:
+        return None
+    return step_record(run.step, batch, {**update, **refit}, clock.seconds)
+
+
+def _packed(run: Run, batch: Batch | None, scheduler: GroupScheduler | None) -> PackedBatch | None:
+    """The driver packs its scored groups into rows (with their advantages) and every process receives the
+    packed batch; None where no group was informative."""
+    config = run.config
     packed = None if batch is None else batch_from_groups(
         [g.trajectories for g in batch.groups], config.grpo, config.train.row_len, config.train.micro_batch_rows,
         run.trainer.rows_multiple, config.groups.format_penalty)
     packed, run.draws = share_batch(packed, scheduler.draws if scheduler is not None else run.draws)
-    start = time.perf_counter()
+    return packed
+
+
+async def _update(run: Run, packed: PackedBatch | None) -> dict[str, Any]:
+    """The optimizer steps over the packed batch (the mismatch measured before them); a step without an
+    informative group skips them."""
     if packed is None:
-        log.warning("step %d: no informative group (all rewards equal everywhere): optimizer step skipped", step + 1)
-        update: dict[str, Any] = {"skipped": True}
-    else:
-        await run.handover.to_trainer(run)
-        parts = run.trainer.prepare(run.state.params, packed)
-        mismatch = run.mismatch(run.state.params, parts) if run.mismatch is not None else {}  # before the update
-        run.state, update = run.trainer.update_prepared(run.state, parts)
-        update = {**update, **mismatch, "skipped": False}
-        if run.alarm is not None:
-            update["mismatch_alarm"] = run.alarm.check(update, step + 1)
-    update_s = time.perf_counter() - start
-    run.step += 1
-    start = time.perf_counter()
-    final = run.step == config.train.steps
-    if run.checkpointer.due(run.step, final):
+        log.warning("step %d: no informative group (all rewards equal everywhere): optimizer step skipped",
+                    run.step + 1)
+        return {"skipped": True}
+    await run.handover.to_trainer(run)
+    prepared = run.trainer.prepare(run.state.params, packed)
+    mismatch = run.mismatch(run.state.params, prepared) if run.mismatch is not None else {}  # before the update
+    run.state, metrics = run.trainer.update(run.state, prepared)
+    update = {**metrics, **mismatch, "skipped": False}
+    if run.alarm is not None:
+        update["mismatch_alarm"] = run.alarm.check(update, run.step + 1)
+    return update
+
+
+def _save(run: Run) -> None:
+    """A checkpoint where one is due, with what a resume checks and restores beside the state."""
+    config = run.config
+    if run.checkpointer.due(run.step, run.step == config.train.steps):
         run.checkpointer.save(run.step, run.state, run.iterator.get_state(), {
             "fingerprint": config.fingerprint(), "tasks": task_manifest_hash(run.tasks), "seed": config.rollout.seed,
             "draws": run.draws, **({"lora": config.lora.spec().to_record()} if config.lora.enabled else {})})
-    save_s = time.perf_counter() - start
-    start = time.perf_counter()
-    refit: dict[str, float] = {}
-    if packed is not None:
-        await run.handover.to_engines(run, functools.partial(_refresh, run, str(run.step)))
-        refit = await _verify_refit(run)  # once colocated servers have their KV cache back
-    publish_s = time.perf_counter() - start
-    if batch is None:
-        return None
+
+
+async def _publish_step(run: Run) -> dict[str, float]:
+    """The engines get the updated weights (the GPUs handed back to them first where colocated); the refit
+    probe's metrics once colocated servers have their KV cache back."""
+    await run.handover.to_engines(run, functools.partial(_refresh, run, str(run.step)))
+    return await _verify_refit(run)
+
+
+def step_record(step: int, batch: Batch, update: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
+    """What the metrics log keeps of a step: the update's metrics, the rollouts' rewards, tokens and system
+    errors, how each drawn group did, and the phases' wall seconds."""
     trajectories = [t for g in batch.groups for t in g.trajectories]
     counts = batch.counts
-    rewards = [t.reward for t in trajectories]
+    rewards = [t.reward for t in trajectories if t.reward is not None]
     tokens = sum(t.completion_tokens for t in trajectories)
+    rollout_s = seconds["time_rollout_s"]
     return {
-        "step": run.step, **update, **refit,
+        "step": step, **update,
         "reward_mean": sum(rewards) / len(rewards) if rewards else None,  # informative groups only
         "pass_rate": counts.reward_sum / counts.scored_episodes if counts.scored_episodes else None,
         "groups_informative": counts.informative, "groups_dropped": counts.dropped_all_equal,
@@ -210,7 +260,7 @@ async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any]
         # what the step drew and how each group did (kept: informative), for per-task learning curves
         "groups": [{"task": g.task.id, "kind": g.task.kind.value, "pass": sum(g.rewards) / len(g.rewards),
                     "kept": g.informative} for g in batch.scored],
-        "time_rollout_s": rollout_s, "time_update_s": update_s, "time_save_s": save_s, "time_publish_s": publish_s,
+        **seconds,
     }
 
 
@@ -253,10 +303,11 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
         record = {"tasks": [t.id for t in tasks], **({"validation": [t.id for t in validation.tasks]}
                                                       if validation is not None else {})}
         (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
-    return Run(config, trainer, state, engine, interpreter, tasks, iterator, checkpointer, metrics, model_dir, step,
-               draws, Handover.for_placement(config.rollout.placement, engine),
-               MismatchMeter(trainer) if config.train.mismatch_stats else None, _mismatch_alarm(config),
-               _refit_check(config, trainer, model), validation)
+    return Run(config=config, trainer=trainer, state=state, engine=engine, interpreter=interpreter, tasks=tasks,
+               iterator=iterator, checkpointer=checkpointer, metrics=metrics, model_dir=model_dir, step=step,
+               draws=draws, handover=Handover.for_placement(config.rollout.placement, engine),
+               mismatch=MismatchMeter(trainer) if config.train.mismatch_stats else None,
+               alarm=_mismatch_alarm(config), refit=_refit_check(config, trainer, model), validation=validation)
 
 
 def _mismatch_alarm(config: Config) -> MismatchAlarm | None:
@@ -275,7 +326,8 @@ def _refit_check(config: Config, trainer: GRPOTrainer, model: Qwen) -> RefitChec
     return RefitCheck(trainer, model.config.vocab_size, tolerance)
 
 
-def _engine(config: Config, trainer: GRPOTrainer, state: TrainState, step: int, vocab_size: int) -> Any:
+def _engine(config: Config, trainer: GRPOTrainer, state: TrainState, step: int,
+            vocab_size: int) -> JaxEngine | SGLangEngine | None:
     """The driver's rollout engine; None on the other processes (which still join the collective gather).
     SGLang's answers are checked against the policy's `vocab_size`."""
     if config.rollout.engine == "embedded":
@@ -291,17 +343,10 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
     session (default: built-in domains with the configured user simulator)."""
     config = run.config
     opener = opener or session_opener(config)
-
-    async def episode(task: Task, group_id: str, member: int):
-        result = await run_episode(task, run.engine, run.interpreter, group_id=group_id, config=config.episode,
-                                   opener=opener, session_id=f"{run.step}/{group_id}/{member}",
-                                   seed=derive_seed(config.rollout.seed, run.step, group_id, member))
-        return result.trajectory
-
     scheduler = None
-    if is_driver():
-        scheduler = GroupScheduler(_task_stream(run), episode, config.groups, first_draw=run.draws,
-                                   replacement=_replacement(run))
+    if run.engine is not None and is_driver():
+        scheduler = GroupScheduler(_task_stream(run), _episode_runner(run, run.engine, opener), config.groups,
+                                   first_draw=run.draws, replacement=_replacement(run))
     if run.step and config.rollout.engine == "sglang":
         await _refresh(run, str(run.step))  # servers start from the base checkpoint
         await _verify_refit(run)
@@ -316,7 +361,7 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
             raise
         validated = await _validate(run, opener)
         best = validated or best
-        if run.metrics is not None:
+        if run.metrics is not None and metrics is not None:
             run.metrics.write({**metrics, **validated})
     run.checkpointer.wait()
     await run.handover.to_trainer(run)  # the export reads the state on the devices
@@ -325,15 +370,30 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
     if best and config.validation.export == "best":
         export = version_dir(run.directory / VALIDATED, best["validation_best_step"])
     run.checkpointer.close()
-    if is_driver():
+    if run.engine is not None:
         await run.engine.close()
+    if run.metrics is not None:  # the driver's
         run.metrics.close()
         (run.directory / "config.yaml").write_text(config.to_yaml())
         chosen = {"last_export": str(last), "best_step": best["validation_best_step"],
-                  "validation": run.validation.scores()} if best else {}
+                  "validation": run.validation.scores()} if best and run.validation is not None else {}
         (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export), **chosen},
                                                                indent=2))
     return export
+
+
+def _episode_runner(run: Run, engine: JaxEngine | SGLangEngine,
+                    opener: SessionOpener) -> Callable[[Task, str, int], Awaitable[Trajectory]]:
+    """The scheduler's episodes: on the driver's engine, each seeded by the run's seed, step, group and member."""
+    config = run.config
+
+    async def episode(task: Task, group_id: str, member: int) -> Trajectory:
+        result = await run_episode(task, engine, run.interpreter, group_id=group_id, config=config.episode,
+                                   opener=opener, session_id=f"{run.step}/{group_id}/{member}",
+                                   seed=derive_seed(config.rollout.seed, run.step, group_id, member))
+        return result.trajectory
+
+    return episode
 
 
 async def _unless_a_save_fails(checkpointer: Checkpointer, work: Awaitable[T]) -> T:

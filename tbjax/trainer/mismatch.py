@@ -16,8 +16,9 @@ server trimmed with its log-prob, is left out):
 
 The last two need the trainer's per-token log-probs. An update of several optimizer steps computes them
 anyway, before its first step (the old log-probs of its ratio, GRPOTrainer.prepare), and `MismatchMeter`
-reads those; with one step it runs one forward pass over the batch without gradient (train.mismatch_stats;
-on the 27B reference about a quarter of the update's compute with full remat). `MismatchAlarm` compares one
+reads those; with one step it runs one forward pass over the batch without gradient (train.mismatch_stats:
+a fraction of what the update's own forward and backward passes cost, which a run that does not watch the
+mismatch can save). `MismatchAlarm` compares one
 of the three with train.mismatch_alarm each step and warns, or fails the step (train.mismatch_action).
 """
 
@@ -32,10 +33,9 @@ import jax.numpy as jnp
 
 from tbjax.sections.training import MismatchAction, MismatchMetric
 from tbjax.trainer.objective import OLD_LOGPROBS
-from tbjax.trainer.packing import PackedBatch
 from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
 from tbjax.trainer.train_state import Params
-from tbjax.trainer.update import GRPOTrainer
+from tbjax.trainer.update import GRPOTrainer, PreparedBatch
 
 log = logging.getLogger(__name__)
 MEASURED_FIELDS = (*SCORED_FIELDS, "mask", "behaviour_logprobs")
@@ -62,11 +62,11 @@ class MismatchMeter:
         self._measure = jax.jit(self._sums, out_shardings=replicated(trainer))
         self._compare = jax.jit(mismatch_sums, out_shardings=replicated(trainer))
 
-    def __call__(self, params: Params, parts: list[PackedBatch]) -> dict[str, float]:
-        """`parts`: the batch as GRPOTrainer.prepare split it; their OLD_LOGPROBS, where prepare computed them
+    def __call__(self, params: Params, batch: PreparedBatch) -> dict[str, float]:
+        """`batch` as GRPOTrainer.prepare gave it: its mini-batches' OLD_LOGPROBS, where prepare computed them
         under `params`, are the trainer's side, else a forward pass gives it."""
         sums = []
-        for part in parts:
+        for part in batch.mini_batches:
             if OLD_LOGPROBS in part.arrays:
                 known = batch_on_mesh(self.trainer, {k: part.arrays[k] for k in ("behaviour_logprobs", "mask")})
                 sums.append(self._compare(part.arrays[OLD_LOGPROBS], known["behaviour_logprobs"], known["mask"]))

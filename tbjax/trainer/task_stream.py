@@ -13,26 +13,15 @@ Both streams save and restore their position with the run's checkpoints (`get_st
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any
 
 import grain
 
-from envs import Task
+from envs import Task, TaskKind
 from tbjax.sections.tasks import TasksSection
 
 
-class TaskStream(Protocol):
-    def __iter__(self) -> Iterator[int]: ...
-
-    def __next__(self) -> int: ...
-
-    def get_state(self) -> dict[str, Any]: ...
-
-    def set_state(self, state: dict[str, Any]) -> None: ...
-
-
-def _endless(indices: list[int], seed: int):
+def _endless(indices: list[int], seed: int) -> grain.DatasetIterator:
     return iter(grain.MapDataset.source(indices).shuffle(seed=seed).repeat(None).to_iter_dataset())
 
 
@@ -53,7 +42,7 @@ class ByKindStream:
         self._turn += 1
         return self.like(kind)
 
-    def like(self, kind: str) -> int:
+    def like(self, kind: TaskKind) -> int:
         return int(next(self._streams[kind]))
 
     def get_state(self) -> dict[str, Any]:
@@ -67,6 +56,10 @@ class ByKindStream:
         self._turn = int(state["turn"])
         for kind, stream in self._streams.items():
             stream.set_state(state["kinds"][kind])
+
+
+# a stream of indices into the tasks, its position saved and restored with `get_state` / `set_state`
+TaskStream = grain.DatasetIterator | ByKindStream
 
 
 def task_stream(tasks: list[Task], section: TasksSection) -> TaskStream:

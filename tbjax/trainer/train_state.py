@@ -5,7 +5,7 @@ says why); and the optimizer that makes that state."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -31,9 +31,12 @@ def make_optimizer(config: OptimSection) -> optax.GradientTransformation:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
 class TrainState:
+    """A pytree of arrays; the same structure over ShapeDtypeStructs or shardings describes a state's shapes or
+    placement (tbjax.trainer.update), hence the loose leaf types."""
+
     params: Params  # nested dict of arrays, the model's nnx.Param values (what the forward pass reads)
     opt_state: Any
-    step: jax.Array  # int32 scalar: optimizer updates applied
+    step: Any  # int32 scalar array: optimizer updates applied
     # float32 master weights, of which `params` is the cast (module docstring); None when the parameters are
     # float32 already, or with optim.master_dtype=none
     master: Params | None = None
@@ -43,7 +46,10 @@ def to_f32(tree: Params) -> Params:
     return jax.tree.map(lambda x: x.astype(jnp.float32), tree)
 
 
-def upcast_masters(state: TrainState) -> TrainState:
+TrainStateT = TypeVar("TrainStateT", bound=TrainState)
+
+
+def upcast_masters(state: TrainStateT) -> TrainStateT:
     """`state` with master weights made from its parameters (on their shardings): a checkpoint saved before
     train states kept them, resumed."""
     return dataclasses.replace(state, master=jax.jit(to_f32)(state.params))

@@ -46,8 +46,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Iterator
-from typing import Any, Literal
+from collections.abc import Iterator, Mapping
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -61,28 +61,30 @@ from tbjax.models import Qwen
 from tbjax.parallel.offload import HostOffload
 from tbjax.parallel.sharding import ShardingRules, param_shardings
 from tbjax.sections.training import GRPOSection, OptimSection
-from tbjax.trainer.logprobs import trained_logprobs
-from tbjax.trainer.objective import OLD_LOGPROBS, REF_LOGPROBS, loss_terms, step_metrics
-from tbjax.trainer.packing import (
-    FIELD_DTYPES,
-    FIELDS,
-    HEAD_INDEX,
-    PackedBatch,
-    split_episodes,
-)
+from tbjax.trainer.objective import OLD_LOGPROBS, REF_LOGPROBS, step_metrics
+from tbjax.trainer.packing import FIELD_DTYPES, FIELDS, HEAD_INDEX, PackedBatch, split_episodes
 from tbjax.trainer.param_views import adapters_off, model_view, sharded_shape
+from tbjax.trainer.programs import Objective, PolicyStructure, Sums, UpdateShardings, build_programs
 from tbjax.trainer.train_state import Params, TrainState, keeps_master, make_optimizer, to_f32
 
 log = logging.getLogger(__name__)
-Sums = dict[str, jax.Array]  # metric and loss numerators, float32 scalars
+Arrays = Mapping[str, np.ndarray | jax.Array]  # a batch's [micro_batches, ...] arrays, on the host or the devices
 
 
 @dataclasses.dataclass(frozen=True)
-class UpdatePrograms:
+class LoweredUpdate:
     """The update's two programs lowered for one batch shape (tbjax.plan.aot compiles them)."""
 
     accumulate: jax.stages.Lowered
     apply: jax.stages.Lowered
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedBatch:
+    """A rollout batch ready for `GRPOTrainer.update`: its mini-batches, each holding the log-probs its steps
+    compare against (`GRPOTrainer.added_logprob_arrays`), computed before the first step changed the policy."""
+
+    mini_batches: list[PackedBatch]
 
 
 class GRPOTrainer:
@@ -119,14 +121,25 @@ class GRPOTrainer:
         self.offload_optimizer, self.micro_batches_per_call = offload_optimizer, micro_batches_per_call
         self.mesh = mesh if mesh is not None else model.mesh
         self.rules = rules or model.rules  # the model's activations and the state must agree
-        if self.mesh is not None:
-            self.param_shardings = nnx.to_pure_dict(param_shardings(abstract, self.mesh, self.rules))
-            self.frozen_shardings = nnx.to_pure_dict(param_shardings(self.abstract_frozen, self.mesh, self.rules))
-            self.batch_sharding = NamedSharding(
-                self.mesh, PartitionSpec(None, self.rules.mesh_axes("batch") or None, None))
-        else:
-            self.param_shardings = self.frozen_shardings = self.batch_sharding = None
-        self._zeros, self._accumulate, self._apply, self._forward = self._compile()
+        self.shardings = None if self.mesh is None else self._shardings(self.mesh)
+        self.batch_sharding = None if self.shardings is None else self.shardings.batch
+        self.programs = build_programs(
+            PolicyStructure(self.graphdef, abstract, self.abstract_frozen, self.compute_dtype),
+            Objective(self.loss, temperature, logprob_chunk), self.optimizer, self.shardings)
+
+    def _shardings(self, mesh: Mesh) -> UpdateShardings:
+        """The state shards like the parameters (AdamW's moments and the masters too; its counters are
+        replicated), the base weights like theirs, and a batch's rows over the batch mesh axes."""
+        params = nnx.to_pure_dict(param_shardings(self.abstract_state, mesh, self.rules))
+        replicated = NamedSharding(mesh, PartitionSpec())
+        abstract_opt = jax.eval_shape(self.optimizer.init, jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, jnp.float32), nnx.to_pure_dict(self.abstract_state)))
+        opt_state = optax.tree_utils.tree_map_params(self.optimizer, lambda _, sharding: sharding, abstract_opt,
+                                                     params, transform_non_params=lambda _: replicated)
+        return UpdateShardings(
+            params=params, frozen=nnx.to_pure_dict(param_shardings(self.abstract_frozen, mesh, self.rules)),
+            state=TrainState(params, opt_state, replicated, params if self.keeps_master else None),
+            batch=NamedSharding(mesh, PartitionSpec(None, self.rules.mesh_axes("batch") or None, None)))
 
     # --------------------------------------------------------------- state
     def init_state(self, model: Qwen) -> TrainState:
@@ -136,8 +149,8 @@ class GRPOTrainer:
         _, trained, frozen = nnx.split(model, self.trains, ...)
         params = nnx.to_pure_dict(trained)
         self.frozen = nnx.to_pure_dict(frozen)
-        if self.mesh is not None:
-            self.frozen = jax.device_put(self.frozen, self.frozen_shardings)
+        if self.shardings is not None:
+            self.frozen = jax.device_put(self.frozen, self.shardings.frozen)
         master = jax.jit(to_f32)(params) if self.keeps_master else None
         opt_state = jax.jit(self.optimizer.init)(to_f32(params))
         return TrainState(params, opt_state, jnp.zeros((), jnp.int32), master)
@@ -196,29 +209,11 @@ class GRPOTrainer:
         return self._host_offload.to_device(self.reference, free=False)
 
     # --------------------------------------------------------------- the update
-    def update(self, state: TrainState, batch: PackedBatch) -> tuple[TrainState, dict[str, float]]:
-        """`optimizer_steps` optimizer steps over `batch` (module docstring); the state's buffers are donated.
-
-        Metrics are the mean over the steps (clip_fraction included), but `trained_tokens`: the batch's, and
-        `optimizer_steps`. With one step they are that step's, as `step` gives them."""
-        return self.update_prepared(state, self.prepare(state.params, batch))
-
-    def update_prepared(self, state: TrainState, parts: list[PackedBatch]) -> tuple[TrainState, dict[str, float]]:
-        """`update` of a batch `prepare` has split (and given its log-probs): a caller that reads the old
-        log-probs too (tbjax.trainer.mismatch) prepares once."""
-        steps = []
-        for _ in range(self.ppo_epochs):
-            for part in parts:
-                state, metrics = self.step(state, part)
-                steps.append(metrics)
-        return state, {**{k: sum(m[k] for m in steps) / len(steps) for k in steps[0]},
-                       "trained_tokens": sum(m["trained_tokens"] for m in steps[:len(parts)]),
-                       "optimizer_steps": len(steps)}
-
-    def prepare(self, params: Params, batch: PackedBatch) -> list[PackedBatch]:
-        """The batch's mini-batches with the log-probs their steps compare against, computed now, before the
-        first step: OLD_LOGPROBS under `params` when there are several steps, REF_LOGPROBS when KL acts. With
-        one step and no KL, [batch] as it is: no forward pass."""
+    def prepare(self, params: Params, batch: PackedBatch) -> PreparedBatch:
+        """`batch` dealt into its mini-batches, with the log-probs their steps compare against computed now,
+        before the first step: OLD_LOGPROBS under `params` when there are several steps, REF_LOGPROBS when KL
+        acts. With one step and no KL, the batch as it is: no forward pass. A caller that reads the old
+        log-probs too (tbjax.trainer.mismatch) finds them here."""
         parts = [batch] if self.mini_batches == 1 else split_episodes(batch, self.mini_batches, self.loss,
                                                                       self.rows_multiple)
         if self.optimizer_steps > 1:
@@ -226,9 +221,24 @@ class GRPOTrainer:
         if self.loss.uses_reference:
             reference = self._reference_params()  # a host-held reference's device copy lives only this long
             parts = [_with_array(part, REF_LOGPROBS, self.logprobs(reference, part)) for part in parts]
-        return parts
+        return PreparedBatch(parts)
 
-    def step(self, state: TrainState, batch: PackedBatch) -> tuple[TrainState, dict[str, float]]:
+    def update(self, state: TrainState, batch: PreparedBatch) -> tuple[TrainState, dict[str, float]]:
+        """`optimizer_steps` optimizer steps over a prepared batch (module docstring): each epoch steps once on
+        each mini-batch. The state's buffers are donated.
+
+        Metrics are the mean over the steps (clip_fraction included), but `trained_tokens`: the batch's, and
+        `optimizer_steps`. With one step they are that step's."""
+        steps = []
+        for _ in range(self.ppo_epochs):
+            for part in batch.mini_batches:
+                state, metrics = self._step(state, part)
+                steps.append(metrics)
+        return state, {**{k: sum(m[k] for m in steps) / len(steps) for k in steps[0]},
+                       "trained_tokens": sum(m["trained_tokens"] for m in steps[:len(batch.mini_batches)]),
+                       "optimizer_steps": len(steps)}
+
+    def _step(self, state: TrainState, batch: PackedBatch) -> tuple[TrainState, dict[str, float]]:
         """One optimizer step over every micro-batch of `batch`; the state's buffers are donated.
 
         The parameters must be in device memory; the optimizer state and the master weights may be in host
@@ -240,27 +250,28 @@ class GRPOTrainer:
         grads, sums = self._accumulate_all(state.params, batch.arrays)
         opt_state, master = self._host_offload.to_device(held)
         state = TrainState(state.params, opt_state, state.step, master)
-        state, sums = self._apply(state, grads, sums, jnp.float32(batch.denominator))
+        state, sums = self.programs.apply(state, grads, sums, jnp.float32(batch.denominator))
         return state, step_metrics(jax.device_get(sums), batch.denominator)
 
     def logprobs(self, params: Params, batch: PackedBatch) -> jax.Array:
         """Per-token float32 log-probs of `batch`'s trained targets under `params`, [micro_batches, rows,
         row_len] like its FIELDS (0 where nothing is trained): one forward pass, no gradient."""
-        return jnp.concatenate([self._forward(params, self.frozen, chunk) for chunk in self._calls(batch.arrays)])
+        forward = self.programs.forward
+        return jnp.concatenate([forward(params, self.frozen, chunk) for chunk in self._calls(batch.arrays)])
 
-    def gradients(self, params: Params, batch: dict[str, Any], denominator: jax.Array) -> tuple[Params, Sums]:
+    def gradients(self, params: Params, batch: Arrays, denominator: jax.Array) -> tuple[Params, Sums]:
         """The float32 gradient of the batch loss and the metric sums (what `update` applies), for tests and
         analyses; `batch` holds [micro_batches, ...] arrays."""
         grads, sums = self._accumulate_all(params, batch)
         return jax.tree.map(lambda g: g / denominator, grads), sums
 
-    def _accumulate_all(self, params: Params, batch: dict[str, Any]) -> tuple[Params, Sums]:
-        grads, sums = self._zeros()
+    def _accumulate_all(self, params: Params, batch: Arrays) -> tuple[Params, Sums]:
+        grads, sums = self.programs.zeros()
         for chunk in self._calls(batch):
-            grads, sums = self._accumulate(params, self.frozen, grads, sums, chunk)
+            grads, sums = self.programs.accumulate(params, self.frozen, grads, sums, chunk)
         return grads, sums
 
-    def _calls(self, batch: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def _calls(self, batch: Arrays) -> Iterator[dict[str, np.ndarray | jax.Array]]:
         """The batch's micro-batches in groups of `micro_batches_per_call`, one per program call, on the batch
         sharding. Fields go to the devices in name order: with several processes each `device_put` is a
         collective, and the driver's batch and the broadcast copies hold their fields in different orders."""
@@ -279,17 +290,17 @@ class GRPOTrainer:
         opt_state = jax.eval_shape(lambda p: self.optimizer.init(to_f32(p)), params)
         step = jax.ShapeDtypeStruct((), jnp.int32)
         master = jax.eval_shape(to_f32, params) if self.keeps_master else None
-        if self.mesh is None:
+        if self.shardings is None:
             return TrainState(params, opt_state, step, master)
         return jax.tree.map(lambda s, sharding: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
-                            TrainState(params, opt_state, step, master), self._state_shardings())
+                            TrainState(params, opt_state, step, master), self.shardings.state)
 
     def frozen_shapes(self) -> Params:
         """The frozen base (LoRA; empty otherwise) as ShapeDtypeStructs on its shardings."""
         frozen = nnx.to_pure_dict(self.abstract_frozen)
-        return frozen if self.frozen_shardings is None else jax.tree.map(sharded_shape, frozen, self.frozen_shardings)
+        return frozen if self.shardings is None else jax.tree.map(sharded_shape, frozen, self.shardings.frozen)
 
-    def lower(self, batch_shape: tuple[int, int, int]) -> UpdatePrograms:
+    def lower(self, batch_shape: tuple[int, int, int]) -> LoweredUpdate:
         """The very programs `update` runs, lowered for one `accumulate` call's [micro_batches, rows, row_len]
         from abstract inputs (nothing allocated); `.compile()` gives their memory and cost analyses."""
         batch = {k: jax.ShapeDtypeStruct(batch_shape, FIELD_DTYPES[k], sharding=self.batch_sharding) for k in FIELDS}
@@ -300,94 +311,17 @@ class GRPOTrainer:
         batch[HEAD_INDEX] = jax.ShapeDtypeStruct((micro_batches, shards, rows // shards * row_len), np.int32,
                                                  sharding=self.batch_sharding)
         state, frozen = self.state_shapes(), self.frozen_shapes()
-        grads, sums = jax.eval_shape(self._zeros)
-        if self.param_shardings is not None:
-            grads = jax.tree.map(sharded_shape, grads, self.param_shardings)
-        return UpdatePrograms(self._accumulate.lower(state.params, frozen, grads, sums, batch),
-                              self._apply.lower(state, grads, sums, jax.ShapeDtypeStruct((), jnp.float32)))
-
-    def _compile(self):
-        loss_config, temperature, chunk = self.loss, self.temperature, self.logprob_chunk
-        optimizer, graphdef, abstract, abstract_frozen = self.optimizer, self.graphdef, self.abstract_state, \
-            self.abstract_frozen
-        compute_dtype = self.compute_dtype
-
-        def micro_logprobs(params: Params, frozen: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            model = model_view(graphdef, abstract, abstract_frozen, params, frozen)
-            hidden = model.hidden_states(micro["tokens"], micro["positions"], micro["segments"])
-            table = (model.embed_tokens if model.lm_head is None else model.lm_head)[...]
-            return trained_logprobs(hidden, table, micro["targets"], micro[HEAD_INDEX], temperature, chunk)
-
-        def micro_terms(params: Params, frozen: Params, micro: dict[str, jax.Array]) -> tuple[jax.Array, Sums]:
-            terms = loss_terms(*micro_logprobs(params, frozen, micro), micro, loss_config)
-            return terms["loss"], terms
-
-        def zeros() -> tuple[Params, Sums]:
-            grads = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), nnx.to_pure_dict(abstract))
-            one = jax.ShapeDtypeStruct((1,), jnp.float32)  # one token of every array a micro-batch may hold
-            token = {**{k: jax.ShapeDtypeStruct((1,), FIELD_DTYPES[k]) for k in FIELDS}, OLD_LOGPROBS: one,
-                     REF_LOGPROBS: one}
-            sums = jax.eval_shape(functools.partial(loss_terms, config=loss_config), one, one, token)
-            return grads, jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), sums)
-
-        def accumulate(params: Params, frozen: Params, grads: Params, sums: Sums,
-                       batch: dict[str, jax.Array]) -> tuple[Params, Sums]:
-            # differentiated where the forward pass computes: bfloat16 parameters under float32 compute get
-            # float32 gradients, not ones rounded to the parameters' dtype before they are summed
-            wide = jax.tree.map(lambda p: p.astype(jnp.promote_types(p.dtype, compute_dtype)), params)
-
-            def micro_batch(carry: tuple[Params, Sums], micro: dict[str, jax.Array]):
-                grads, sums = carry
-                g, terms = jax.grad(micro_terms, has_aux=True)(wide, frozen, micro)
-                grads = jax.tree.map(lambda a, b: a + b.astype(jnp.float32), grads, g)
-                return (grads, {k: sums[k] + terms[k] for k in sums}), None
-
-            return jax.lax.scan(micro_batch, (grads, sums), batch)[0]
-
-        def forward(params: Params, frozen: Params, batch: dict[str, jax.Array]) -> jax.Array:
-            return jax.lax.scan(lambda _, micro: (None, micro_logprobs(params, frozen, micro)[0]), None, batch)[1]
-
-        def apply(state: TrainState, grads: Params, sums: Sums, denominator: jax.Array) -> tuple[TrainState, Sums]:
-            grads = jax.tree.map(lambda g: g / denominator, grads)
-            weights = state.master if state.master is not None else to_f32(state.params)
-            updates, opt_state = optimizer.update(grads, state.opt_state, weights)
-            stepped = jax.tree.map(jnp.add, weights, updates)
-            params = jax.tree.map(lambda w, p: w.astype(p.dtype), stepped, state.params)
-            master = stepped if state.master is not None else None
-            return (TrainState(params, opt_state, state.step + 1, master),
-                    {**sums, "grad_norm": optax.tree.norm(grads)})
-
-        if self.mesh is None:
-            return (jax.jit(zeros), jax.jit(accumulate, donate_argnums=(2, 3)),
-                    jax.jit(apply, donate_argnums=(0,)), jax.jit(forward))
-        params, frozen, state, batch = self.param_shardings, self.frozen_shardings, self._state_shardings(), \
-            self.batch_sharding
-        return (jax.jit(zeros, out_shardings=(params, None)),
-                jax.jit(accumulate, in_shardings=(params, frozen, params, None, batch), out_shardings=(params, None),
-                        donate_argnums=(2, 3)),
-                jax.jit(apply, in_shardings=(state, params, None, None), out_shardings=(state, None),
-                        donate_argnums=(0,)),
-                jax.jit(forward, in_shardings=(params, frozen, batch), out_shardings=batch))
-
-    def _state_shardings(self) -> TrainState:
-        return TrainState(self.param_shardings, self._opt_shardings(), NamedSharding(self.mesh, PartitionSpec()),
-                          self.param_shardings if self.keeps_master else None)
-
-    def _opt_shardings(self):
-        """Optimizer moments shard like their parameters; counters are replicated."""
-        abstract_params = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, jnp.float32),
-                                       nnx.to_pure_dict(self.abstract_state))
-        abstract_opt = jax.eval_shape(self.optimizer.init, abstract_params)
-        replicated = NamedSharding(self.mesh, PartitionSpec())
-        return optax.tree_utils.tree_map_params(
-            self.optimizer, lambda _, sharding: sharding, abstract_opt, self.param_shardings,
-            transform_non_params=lambda _: replicated)
+        grads, sums = jax.eval_shape(self.programs.zeros)
+        if self.shardings is not None:
+            grads = jax.tree.map(sharded_shape, grads, self.shardings.params)
+        return LoweredUpdate(self.programs.accumulate.lower(state.params, frozen, grads, sums, batch),
+                             self.programs.apply.lower(state, grads, sums, jax.ShapeDtypeStruct((), jnp.float32)))
 
     def shard_state(self, state: TrainState) -> TrainState:
         """Places a (restored or fresh) state on this trainer's shardings."""
-        if self.mesh is None:
+        if self.shardings is None:
             return state
-        return jax.device_put(state, self._state_shardings())
+        return jax.device_put(state, self.shardings.state)
 
 
 def _with_array(batch: PackedBatch, name: str, values: jax.Array) -> PackedBatch:

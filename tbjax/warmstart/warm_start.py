@@ -75,8 +75,9 @@ def load_or_record_slips(path: Path, tasks: list[Task], interpreter: Interpreter
     return slipped
 
 
-def slip_summary(slipped: Slipped) -> dict[str, dict[str, int]]:
-    """Per slip kind: how many tasks have a slipped demonstration, and how many of those the verifier failed."""
+def slip_summary(slipped: Mapping[str, Mapping[Slip, Trajectory]]) -> dict[str, dict[str, int]]:
+    """Per slip kind: how many tasks have a slipped demonstration, and how many of those the verifier failed
+    (of the slipped episodes as recorded, `load_or_record_slips`)."""
     summary: dict[str, dict[str, int]] = {}
     for by_slip in slipped.values():
         for slip, trajectory in by_slip.items():
@@ -193,7 +194,7 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
                 shape = (row_len, micro_batch_rows)
             trained = sum(sum(t.loss_mask[1:]) for t in batch)
             packed = pack(batch, [1.0] * len(batch), [1.0] * len(batch), trained, *shape, trainer.rows_multiple)
-            state, update = trainer.update(state, packed)
+            state, update = trainer.update(state, trainer.prepare(state.params, packed))
             record = {"step": step + 1, "nll": update["nll"], "grad_norm": update["grad_norm"],
                       "trained_tokens": update["trained_tokens"]}
             metrics.write(json.dumps(record) + "\n")

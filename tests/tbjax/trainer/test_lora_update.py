@@ -46,7 +46,7 @@ def test_an_update_trains_the_adapters_alone(tiny_dir):
     assert moments == 2 * adapter_elements(model)  # AdamW's mu and nu, of the adapters only
     start = flat(state.params).copy()
     batch = batch_from_groups(graded_groups(seed=2), trainer.loss, 128, 1)
-    state, metrics = trainer.update(state, batch)
+    state, metrics = trainer.update(state, trainer.prepare(state.params, batch))
     assert metrics["grad_norm"] > 0 and metrics["optimizer_steps"] == 2
     assert np.abs(flat(state.params) - start).max() > 1e-3  # the adapters moved
     frozen = flat(trainer.frozen)
@@ -68,7 +68,7 @@ def test_the_kl_reference_is_the_base_with_its_adapters_off(tiny_dir):
     trainer.keep_reference(state.params)
     assert flat(trainer.reference).size == adapter_elements(model)  # no second copy of the weights
     batch = batch_from_groups(graded_groups(seed=2), trainer.loss, 128, 1)
-    reference = np.asarray(trainer.prepare(state.params, batch)[0].arrays[REF_LOGPROBS])
+    reference = np.asarray(trainer.prepare(state.params, batch).mini_batches[0].arrays[REF_LOGPROBS])
     base = np.asarray(plain_trainer.logprobs(plain_params, batch))
     policy = np.asarray(trainer.logprobs(state.params, batch))
     np.testing.assert_allclose(reference, base, atol=1e-6)

@@ -36,7 +36,7 @@ def trained(model, master_dtype: str = "float32"):
     state = trainer.init_state(model)
     start = flat(state.params).astype(np.float32)  # before the update donates the buffers
     batch = batch_from_groups(synthetic_groups(seed=3), GRPOSection(), 128, 1, trainer.rows_multiple)
-    state, metrics = trainer.update(state, batch)
+    state, metrics = trainer.update(state, trainer.prepare(state.params, batch))
     assert metrics["optimizer_steps"] == STEPS
     return state, start
 

@@ -61,8 +61,10 @@ def test_the_clip_binds_from_the_second_epoch_on(tiny):
     state = trainer.init_state(model)
     batch = batch_from_groups(graded_groups(), loss, 128, 1)
     fresh = copied(state)
-    [part] = trainer.prepare(state.params, batch)
-    state, first = trainer.step(state, part)
+    prepared = trainer.prepare(state.params, batch)
+    [part] = prepared.mini_batches
+    first_epoch = GRPOTrainer(model, loss, FAST, logprob_chunk=512)  # one step over the prepared batch
+    state, first = first_epoch.update(state, prepared)
     assert first["clip_fraction"] == 0.0
     wide = GRPOTrainer(model, GRPOSection(clip_low=10.0, clip_high=10.0), FAST, logprob_chunk=512)
     denominator = jnp.float32(part.denominator)
@@ -71,7 +73,7 @@ def test_the_clip_binds_from_the_second_epoch_on(tiny):
     assert float(tight["clipped"]) / float(tight["tokens"]) > 0.05 and float(wide_sums["clipped"]) == 0.0
     difference = np.abs(flat(tight_grads) - flat(wide_grads)).max()
     assert difference > 0.05 * np.abs(flat(wide_grads)).max()
-    _, metrics = trainer.update(fresh, batch)
+    _, metrics = trainer.update(fresh, trainer.prepare(fresh.params, batch))
     assert metrics["optimizer_steps"] == 2
     assert metrics["clip_fraction"] == pytest.approx(float(tight["clipped"]) / float(tight["tokens"]) / 2, rel=1e-5)
 
@@ -84,15 +86,15 @@ def test_old_logprobs_are_computed_once_before_the_first_step(tiny):
     trainer = GRPOTrainer(model, loss, FAST, logprob_chunk=512, ppo_epochs=2, mini_batches=2)
     state = trainer.init_state(model)
     batch = batch_from_groups(graded_groups(), loss, 128, 1)
-    for part in trainer.prepare(state.params, batch):
+    for part in trainer.prepare(state.params, batch).mini_batches:
         want = model_logprobs(trainer.model_for(state.params), part)
         np.testing.assert_allclose(np.asarray(part.arrays[OLD_LOGPROBS]), want, atol=1e-5)
     calls = []
-    for name in ("_forward", "_apply"):
-        program = getattr(trainer, name)
-        setattr(trainer, name, lambda *a, program=program, name=name: calls.append(name) or program(*a))
-    _, metrics = trainer.update(state, batch)
-    assert calls == ["_forward"] * 2 + ["_apply"] * 4 and metrics["optimizer_steps"] == 4
+    counted = {name: lambda *a, program=getattr(trainer.programs, name), name=name: calls.append(name) or program(*a)
+               for name in ("forward", "apply")}
+    trainer.programs = trainer.programs._replace(**counted)
+    _, metrics = trainer.update(state, trainer.prepare(state.params, batch))
+    assert calls == ["forward"] * 2 + ["apply"] * 4 and metrics["optimizer_steps"] == 4
     assert metrics["trained_tokens"] == batch.trained_tokens
 
 
@@ -106,10 +108,12 @@ def test_the_first_of_several_steps_is_the_single_step_update(tiny):
         trainer = GRPOTrainer(model, loss, OptimSection(), logprob_chunk=512, ppo_epochs=epochs)
         state = trainer.init_state(model)
         batch = batch_from_groups(groups, loss, 64, 1)
-        [part] = trainer.prepare(state.params, batch)
+        prepared = trainer.prepare(state.params, batch)
+        [part] = prepared.mini_batches
         assert (OLD_LOGPROBS in part.arrays) == (epochs == 2)
         grads, _ = trainer.gradients(state.params, arrays(part), jnp.float32(part.denominator))
-        state, metrics = trainer.step(state, part)
+        one_step = GRPOTrainer(model, loss, OptimSection(), logprob_chunk=512)  # the first step alone
+        state, metrics = one_step.update(state, prepared)
         results.append((flat(grads), flat(state.params), metrics))
     (grads, params, metrics), (grads2, params2, metrics2) = results
     np.testing.assert_allclose(grads2, grads, atol=1e-6)
@@ -154,8 +158,8 @@ def test_kl_is_zero_at_the_reference_and_grows_after_a_step(tiny, estimator, pla
         kinds = {x.sharding.memory_kind for x in jax.tree.leaves(trainer.reference)}
         assert kinds == {"pinned_host" if placement == "host" else "device"}
         batch = batch_from_groups(groups, loss, 128, 1)
-        state, first = trainer.update(state, batch)
-        state, second = trainer.update(state, batch)
+        state, first = trainer.update(state, trainer.prepare(state.params, batch))
+        state, second = trainer.update(state, trainer.prepare(state.params, batch))
         assert abs(first["kl"]) < 1e-6
         if estimator == "k3":
             assert second["kl"] > 1e-3
@@ -173,7 +177,7 @@ def test_kl_without_a_reference_is_an_error(tiny):
     trainer = GRPOTrainer(model, GRPOSection(kl_coef=0.1), logprob_chunk=512)
     batch = batch_from_groups(graded_groups(), trainer.loss, 128, 1)
     with pytest.raises(ValueError, match="needs a reference policy"):
-        trainer.update(trainer.init_state(model), batch)
+        trainer.prepare(trainer.init_state(model).params, batch)
     with pytest.raises(ValueError, match="train.ppo_epochs=0"):
         GRPOTrainer(model, ppo_epochs=0)
 
@@ -216,7 +220,7 @@ def test_several_steps_with_a_host_reference_on_3x8_equal_single_device(tiny):
         state = trainer.shard_state(trainer.init_state(model))
         trainer.keep_reference(state.params)
         batch = batch_from_groups(graded_groups(seed=4), loss, 128, 1, trainer.rows_multiple)
-        state, metrics = trainer.update(state, batch)
+        state, metrics = trainer.update(state, trainer.prepare(state.params, batch))
         outcomes.append((flat(state.params), metrics))
     (single, a), (sharded, b) = outcomes
     np.testing.assert_allclose(sharded, single, atol=1e-6)

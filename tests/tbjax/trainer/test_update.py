@@ -61,7 +61,7 @@ def test_sharded_update_on_3x8_equals_single_device(tiny_dir):
         state = trainer.init_state(model)
         arrays = {k: jnp.asarray(v) for k, v in batch.arrays.items()}
         gradients.append(flat(trainer.gradients(state.params, arrays, jnp.float32(batch.denominator))[0]))
-        outcomes.append(trainer.update(state, batch))
+        outcomes.append(trainer.update(state, trainer.prepare(state.params, batch)))
     np.testing.assert_allclose(gradients[1], gradients[0], atol=1e-6)
     (a, ma), (b, mb) = outcomes
     assert np.abs(flat(a.params) - initial).max() > 5e-7  # the update really moved the parameters
@@ -93,16 +93,16 @@ def test_offloaded_moments_wait_in_host_memory_while_gradients_accumulate(tiny_d
         state = trainer.init_state(model)
         assert (state.master is not None) == (param_dtype == "bfloat16")
         moments = jax.tree.leaves((state.opt_state, state.master))
-        accumulate = trainer._accumulate
+        accumulate = trainer.programs.accumulate
 
         def spy(*args, accumulate=accumulate, moments=moments, offload=offload):
             seen.append((offload, all(m.is_deleted() for m in moments)))
             return accumulate(*args)
 
-        trainer._accumulate = spy
+        trainer.programs = trainer.programs._replace(accumulate=spy)
         batch = batch_from_groups(groups, GRPOSection(), 64, 1)
         assert batch.shape[0] > 1  # several micro-batches
-        state, metrics = trainer.update(state, batch)
+        state, metrics = trainer.update(state, trainer.prepare(state.params, batch))
         assert {x.sharding.memory_kind for x in jax.tree.leaves(state)} == {"device"}
         outcomes.append((flat(state.params), flat((state.opt_state, state.master)), metrics["loss"]))
     assert seen == [(False, False), (True, True)]
