@@ -90,9 +90,12 @@ def test_old_logprobs_are_computed_once_before_the_first_step(tiny):
         want = model_logprobs(trainer.model_for(state.params), part)
         np.testing.assert_allclose(np.asarray(part.arrays[OLD_LOGPROBS]), want, atol=1e-5)
     calls = []
-    counted = {name: lambda *a, program=getattr(trainer.programs, name), name=name: calls.append(name) or program(*a)
-               for name in ("forward", "apply")}
-    trainer.programs = trainer.programs._replace(**counted)
+
+    def counted(name: str):
+        program = getattr(trainer.programs, name)
+        return lambda *args: calls.append(name) or program(*args)
+
+    trainer.programs = trainer.programs._replace(forward=counted("forward"), apply=counted("apply"))
     _, metrics = trainer.update(state, trainer.prepare(state.params, batch))
     assert calls == ["forward"] * 2 + ["apply"] * 4 and metrics["optimizer_steps"] == 4
     assert metrics["trained_tokens"] == batch.trained_tokens
