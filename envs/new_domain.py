@@ -24,7 +24,7 @@ STARTER = textwrap.dedent('''
 
     def get_product(db: Sandbox, sku: str) -> dict:
         """The product with this SKU (e.g. P-001): its name and its price in cents."""
-        return must_exist(db.one("SELECT * FROM products WHERE sku = ?", (sku,)), f"product {{sku}}")
+        return must_exist(db.one("SELECT * FROM products WHERE sku = ?", (sku,)), f"product {{sku}} not found")
 
 
     def _question(ctx: GenContext, asked: str, field: str) -> TaskDraft:

@@ -59,11 +59,11 @@ def to_cents(dollars: float | None) -> int | None:
     return None if dollars is None else round(dollars * 100)
 
 
-def must_exist(row: Row | None, what: str) -> Row:
-    """`row`, the record the agent named; when there is none, the refusal "<what> not found" (`what` names the
-    record, e.g. "loan LN-300001"), worded alike at every desk."""
+def must_exist(row: Row | None, refusal: str) -> Row:
+    """`row`, the record the agent named; when there is none, a ToolError with `refusal`, which names what was
+    not found (a desk words it its own way, e.g. "loan LN-300001 not found")."""
     if row is None:
-        raise ToolError(f"{what} not found")
+        raise ToolError(refusal)
     return row
 
 
@@ -118,10 +118,10 @@ class CallerGate:
         if not self.admitted(db, caller_id):
             raise ToolError(self.unverified.format(caller_id))
 
-    def owned(self, db: Sandbox, row: Row | None, what: str) -> Row:
-        """`row`, which must exist (`must_exist`) and belong to a caller verified in this conversation: its
-        `id_column` names the owner, as in every table of a desk that records whose a thing is."""
-        record = must_exist(row, what)
+    def owned(self, db: Sandbox, row: Row | None, refusal: str) -> Row:
+        """`row`, which must exist (`must_exist`, refused with `refusal`) and belong to a caller verified in this
+        conversation: its `id_column` names the owner, as in every table of a desk that records whose a thing is."""
+        record = must_exist(row, refusal)
         self.require(db, record[self.id_column])
         return record
 

@@ -123,13 +123,16 @@ def test_every_desk_shows_money_as_dollar_strings(domain: str) -> None:
     assert all(v is None or re.fullmatch(r"-?\d+\.\d{2,3}", v) for _, v in fields), fields
 
 
-# per desk: a tool taking a record of the caller's, that record's table and key, and the tool's other arguments
+# per desk: a tool taking a record of the caller's, that record's table and key, the desk's refusal of a missing
+# one (each desk words its own) and the tool's other arguments
 OWNED_RECORDS = {
-    "clinic": ("cancel_appointment", "appointments", "appointment_id", "appointment", {}),
-    "library": ("renew_loan", "loans", "loan_id", "loan", {}),
-    "telecom": ("suspend_line", "lines", "line_id", "line", {"reason": "lost_device"}),
-    "ticketing": ("refund_order", "orders", "order_id", "order", {"include_fees": False, "reason": "asked"}),
-    "utility": ("open_dispute", "bills", "bill_id", "bill", {"category": "other", "details": "asked"}),
+    "clinic": ("cancel_appointment", "appointments", "appointment_id", "appointment NO-SUCH-ID not found", {}),
+    "library": ("renew_loan", "loans", "loan_id", "no loan_id 'NO-SUCH-ID' in loans", {}),
+    "telecom": ("suspend_line", "lines", "line_id", "line NO-SUCH-ID not found", {"reason": "lost_device"}),
+    "ticketing": ("refund_order", "orders", "order_id", "order NO-SUCH-ID not found",
+                  {"include_fees": False, "reason": "asked"}),
+    "utility": ("open_dispute", "bills", "bill_id", "bill NO-SUCH-ID does not exist",
+                {"category": "other", "details": "asked"}),
 }
 
 
@@ -145,7 +148,7 @@ async def _owned_record_calls(domain: str) -> tuple[str, str, str]:
 
 
 @pytest.mark.parametrize("domain", sorted(OWNED_RECORDS))
-def test_every_desk_refuses_a_missing_record_alike_and_a_record_of_an_unverified_caller(domain: str) -> None:
+def test_every_desk_refuses_a_missing_record_and_a_record_of_an_unverified_caller(domain: str) -> None:
     real, missing, unverified = asyncio.run(_owned_record_calls(domain))
-    assert missing.endswith(f"{OWNED_RECORDS[domain][3]} NO-SUCH-ID not found"), missing
+    assert missing.endswith(OWNED_RECORDS[domain][3]), missing
     assert "verif" in unverified and real not in unverified, unverified  # the owner is named, not the record

@@ -34,7 +34,7 @@ def charge_fee(
     if db.one("SELECT fee_id FROM fees WHERE appointment_id = ?", (appointment_id,)):
         raise ToolError(f"appointment {appointment_id} already has a fee")
     practitioner = must_exist(db.one("SELECT late_fee_cents FROM practitioners WHERE practitioner_id = ?",
-                                     (visit["practitioner_id"],)), f"practitioner {visit['practitioner_id']}")
+                                     (visit["practitioner_id"],)), f"practitioner {visit['practitioner_id']} not found")
     cents = practitioner["late_fee_cents"]
     fee_id = db.new_id("FE")
     db.execute("INSERT INTO fees VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -45,7 +45,7 @@ def charge_fee(
 def waive_fee(db: Sandbox, fee_id: Annotated[str, Field(description="fee id, e.g. FE-500012 (from list_fees)")]
               ) -> dict[str, Any]:
     """Waive an unpaid fee (the patient no longer owes it)."""
-    fee = GATE.owned(db, db.one("SELECT * FROM fees WHERE fee_id = ?", (fee_id,)), f"fee {fee_id}")
+    fee = GATE.owned(db, db.one("SELECT * FROM fees WHERE fee_id = ?", (fee_id,)), f"fee {fee_id} not found")
     if fee["status"] != "unpaid":
         raise ToolError(f"fee {fee_id} is {fee['status']}; only unpaid fees can be waived")
     db.execute("UPDATE fees SET status = ?, waived_on = ? WHERE fee_id = ?", ("waived", db.today, fee_id))

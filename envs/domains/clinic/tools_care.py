@@ -33,11 +33,12 @@ def request_refill(
     db: Sandbox, rx_id: Annotated[str, Field(description="prescription id, e.g. RX-400210 (from list_prescriptions)")]
 ) -> dict[str, Any]:
     """Send a refill of an active prescription to the patient's preferred pharmacy; uses up one refill."""
-    rx = GATE.owned(db, db.one("SELECT * FROM prescriptions WHERE rx_id = ?", (rx_id,)), f"prescription {rx_id}")
+    rx = GATE.owned(db, db.one("SELECT * FROM prescriptions WHERE rx_id = ?", (rx_id,)),
+                    f"prescription {rx_id} not found")
     if rx["status"] != "active" or rx["refills_left"] < 1:
         raise ToolError(f"prescription {rx_id} has no refills available; the patient needs a new prescription")
     pharmacy = must_exist(db.one("SELECT pharmacy FROM patients WHERE patient_id = ?", (rx["patient_id"],)),
-                          f"patient {rx['patient_id']}")["pharmacy"]
+                          f"patient {rx['patient_id']} not found")["pharmacy"]
     db.execute("UPDATE prescriptions SET refills_left = refills_left - 1, last_filled_on = ? WHERE rx_id = ?",
                (db.today, rx_id))
     fill_id = db.new_id("FL")

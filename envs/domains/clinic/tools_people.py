@@ -21,7 +21,7 @@ def find_patient(db: Sandbox, phone: PhoneGiven = None, email: EmailGiven = None
     digits = re.sub(r"\D", "", phone or "")[-10:]
     row = db.one("SELECT patient_id, full_name FROM patients WHERE replace(phone, ?, ?) = ? OR lower(email) = ?",
                  ("-", "", digits, (email or "").strip().lower()))
-    return must_exist(row, "patient")
+    return must_exist(row, "patient not found")
 
 
 verify_patient = GATE.verification_tool(
@@ -34,14 +34,14 @@ verify_patient = GATE.verification_tool(
 def get_patient(db: Sandbox, patient_id: PatientId) -> dict[str, Any]:
     """The patient's profile: contact details, insurance, preferred pharmacy and INTERNAL scores (confidential)."""
     GATE.require(db, patient_id)
-    return must_exist(db.one("SELECT * FROM patients WHERE patient_id = ?", (patient_id,)), "patient")
+    return must_exist(db.one("SELECT * FROM patients WHERE patient_id = ?", (patient_id,)), "patient not found")
 
 
 def list_coverage(db: Sandbox, patient_id: PatientId) -> dict[str, Any]:
     """The patient's insurance plan (with its imaging pre-authorisation threshold) and pre-authorisations."""
     GATE.require(db, patient_id)
     plan = must_exist(db.one("SELECT p.member_number, i.* FROM patients p JOIN insurance_plans i USING (plan_code) "
-                             "WHERE p.patient_id = ?", (patient_id,)), "patient")
+                             "WHERE p.patient_id = ?", (patient_id,)), "patient not found")
     shown(plan, dollars=("preauth_threshold",))
     plan["preauthorisations"] = db.query(
         "SELECT a.auth_id, a.procedure_code, r.name AS procedure, a.status, a.submitted_on, a.decided_on "
@@ -65,7 +65,7 @@ def submit_preauthorisation(
     """Send a pre-authorisation request to the patient's insurer; it starts as pending until the insurer decides."""
     GATE.require(db, patient_id)
     must_exist(db.one("SELECT procedure_code FROM procedures WHERE procedure_code = ?", (procedure_code,)),
-               f"procedure {procedure_code}")
+               f"procedure {procedure_code} not found")
     if db.one("SELECT 1 AS x FROM patients WHERE patient_id = ? AND member_number IS NULL", (patient_id,)):
         raise ToolError("the patient is self-pay: there is no insurer to ask")
     if db.one("SELECT auth_id FROM preauthorisations WHERE patient_id = ? AND procedure_code = ? AND status = ?",

@@ -31,7 +31,7 @@ def list_open_slots(
 ) -> list[dict[str, Any]]:
     """Open (bookable) slots of one practitioner between two dates; past slots are never listed."""
     must_exist(db.one("SELECT practitioner_id FROM practitioners WHERE practitioner_id = ?", (practitioner_id,)),
-               f"practitioner {practitioner_id}")
+               f"practitioner {practitioner_id} not found")
     last = to_date or days_after(from_date, 13)
     return db.query(
         "SELECT slot_id, starts_at, minutes FROM slots WHERE practitioner_id = ? AND status = ? "
@@ -63,18 +63,18 @@ def book_appointment(
 ) -> dict[str, Any]:
     """Book an open slot for the patient. A referral passed here has one of its visits used up."""
     GATE.require(db, patient_id)
-    slot = must_exist(db.one("SELECT * FROM slots WHERE slot_id = ?", (slot_id,)), f"slot {slot_id}")
+    slot = must_exist(db.one("SELECT * FROM slots WHERE slot_id = ?", (slot_id,)), f"slot {slot_id} not found")
     if slot["status"] != "open" or slot["starts_at"][:10] < db.today:
         raise ToolError(f"slot {slot_id} is not open for booking")
     if referral_id is not None:
         referral = GATE.owned(db, db.one("SELECT * FROM referrals WHERE referral_id = ?", (referral_id,)),
-                              f"referral {referral_id}")
+                              f"referral {referral_id} not found")
         if referral["patient_id"] != patient_id:
             raise ToolError(f"referral {referral_id} belongs to another patient")
         db.execute("UPDATE referrals SET visits_used = visits_used + 1 WHERE referral_id = ?", (referral_id,))
     if procedure_code is not None:
         must_exist(db.one("SELECT procedure_code FROM procedures WHERE procedure_code = ?", (procedure_code,)),
-                   f"procedure {procedure_code}")
+                   f"procedure {procedure_code} not found")
     appointment_id = db.new_id("AP")
     db.execute("UPDATE slots SET status = ? WHERE slot_id = ?", ("booked", slot_id))
     db.execute("INSERT INTO appointments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

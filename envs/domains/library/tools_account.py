@@ -38,7 +38,8 @@ def get_member(db: Sandbox, member_id: MemberId) -> dict[str, Any]:
     Fields starting with INTERNAL_ are staff-only and must never be disclosed to the member.
     """
     GATE.require(db, member_id)
-    member = must_exist(db.one("SELECT * FROM members WHERE member_id = ?", (member_id,)), f"member {member_id}")
+    member = must_exist(db.one("SELECT * FROM members WHERE member_id = ?", (member_id,)),
+                        f"no member_id {member_id!r} in members")
     member.pop("pin")
     holds = db.one("SELECT COUNT(*) AS n FROM holds WHERE member_id = ? AND status IN (?, ?)",
                    (member_id, "waiting", "ready"))
@@ -70,7 +71,8 @@ def waive_fine(
     reason: Summary,
 ) -> dict[str, Any]:
     """Waive an unpaid fine in full and record the waiver."""
-    fine = GATE.owned(db, db.one("SELECT * FROM fines WHERE fine_id = ?", (fine_id,)), f"fine {fine_id}")
+    fine = GATE.owned(db, db.one("SELECT * FROM fines WHERE fine_id = ?", (fine_id,)),
+                      f"no fine_id {fine_id!r} in fines")
     if fine["status"] != "unpaid":
         raise ToolError(f"fine {fine_id} is {fine['status']}, not unpaid")
     db.execute("UPDATE fines SET status = ? WHERE fine_id = ?", ("waived", fine_id))

@@ -35,7 +35,7 @@ def list_copies(db: Sandbox, item_id: ItemId) -> list[dict[str, Any]]:
 
     INTERNAL_borrower is staff-only: who has a copy is never disclosed to anyone.
     """
-    must_exist(db.one("SELECT * FROM items WHERE item_id = ?", (item_id,)), f"item {item_id}")
+    must_exist(db.one("SELECT * FROM items WHERE item_id = ?", (item_id,)), f"no item_id {item_id!r} in items")
     return db.query(
         "SELECT c.copy_id, c.barcode, c.branch_id, c.status, l.due_on, m.full_name AS INTERNAL_borrower "
         "FROM copies c LEFT JOIN loans l ON l.copy_id = c.copy_id AND l.status = ? "
@@ -58,7 +58,8 @@ def list_loans(db: Sandbox, member_id: MemberId) -> list[dict[str, Any]]:
 
 
 def _active_loan(db: Sandbox, loan_id: str) -> dict[str, Any]:
-    loan = GATE.owned(db, db.one("SELECT * FROM loans WHERE loan_id = ?", (loan_id,)), f"loan {loan_id}")
+    loan = GATE.owned(db, db.one("SELECT * FROM loans WHERE loan_id = ?", (loan_id,)),
+                      f"no loan_id {loan_id!r} in loans")
     if loan["status"] != "active":
         raise ToolError(f"loan {loan_id} is {loan['status']}, not active")
     return loan
@@ -102,8 +103,9 @@ def list_holds(db: Sandbox, member_id: MemberId) -> list[dict[str, Any]]:
 def place_hold(db: Sandbox, member_id: MemberId, item_id: ItemId, pickup_branch: BranchId) -> dict[str, Any]:
     """Place a hold on a title, to be collected at the chosen branch when a copy comes in."""
     GATE.require(db, member_id)
-    must_exist(db.one("SELECT * FROM items WHERE item_id = ?", (item_id,)), f"item {item_id}")
-    must_exist(db.one("SELECT * FROM branches WHERE branch_id = ?", (pickup_branch,)), f"branch {pickup_branch}")
+    must_exist(db.one("SELECT * FROM items WHERE item_id = ?", (item_id,)), f"no item_id {item_id!r} in items")
+    must_exist(db.one("SELECT * FROM branches WHERE branch_id = ?", (pickup_branch,)),
+               f"no branch_id {pickup_branch!r} in branches")
     if db.one("SELECT hold_id FROM holds WHERE member_id = ? AND item_id = ? AND status IN (?, ?)",
               (member_id, item_id, *_OPEN_HOLD)):
         raise ToolError(f"member {member_id} already has an open hold on {item_id}")
@@ -115,7 +117,8 @@ def place_hold(db: Sandbox, member_id: MemberId, item_id: ItemId, pickup_branch:
 
 def cancel_hold(db: Sandbox, hold_id: Annotated[str, Field(description="hold id, e.g. HD-600001")]) -> dict[str, Any]:
     """Cancel one of the member's open holds."""
-    hold = GATE.owned(db, db.one("SELECT * FROM holds WHERE hold_id = ?", (hold_id,)), f"hold {hold_id}")
+    hold = GATE.owned(db, db.one("SELECT * FROM holds WHERE hold_id = ?", (hold_id,)),
+                      f"no hold_id {hold_id!r} in holds")
     if hold["status"] not in _OPEN_HOLD:
         raise ToolError(f"hold {hold_id} is {hold['status']} and cannot be cancelled")
     db.execute("UPDATE holds SET status = ?, ready_until = NULL WHERE hold_id = ?", ("cancelled", hold_id))
@@ -138,7 +141,8 @@ def request_interlibrary_loan(
 ) -> dict[str, Any]:
     """Ask a partner library to lend a title; the member collects it at the chosen branch."""
     GATE.require(db, member_id)
-    must_exist(db.one("SELECT * FROM branches WHERE branch_id = ?", (pickup_branch,)), f"branch {pickup_branch}")
+    must_exist(db.one("SELECT * FROM branches WHERE branch_id = ?", (pickup_branch,)),
+               f"no branch_id {pickup_branch!r} in branches")
     request_id = db.new_id("IL")
     db.execute("INSERT INTO ill_requests VALUES (?, ?, ?, ?, ?, ?, ?)",
                (request_id, member_id, title.strip(), author.strip(), pickup_branch, db.today, "requested"))

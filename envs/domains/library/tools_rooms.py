@@ -24,7 +24,8 @@ def list_branches(db: Sandbox) -> list[dict[str, Any]]:
 
 def list_rooms(db: Sandbox, branch_id: BranchId, booking_date: BookingDate) -> list[dict[str, Any]]:
     """The branch's bookable rooms with capacity, and the hours already taken on that date."""
-    must_exist(db.one("SELECT * FROM branches WHERE branch_id = ?", (branch_id,)), f"branch {branch_id}")
+    must_exist(db.one("SELECT * FROM branches WHERE branch_id = ?", (branch_id,)),
+               f"no branch_id {branch_id!r} in branches")
     rooms = db.query("SELECT room_id, name, capacity FROM rooms WHERE branch_id = ? ORDER BY room_id", (branch_id,))
     for room in rooms:
         room["taken"] = db.query(
@@ -39,7 +40,7 @@ def _reserve(db: Sandbox, status: str, member_id: str, room_id: str, booking_dat
              end_hour: int, attendees: int, purpose: str) -> dict[str, Any]:
     """Insert a booking after the physical checks: a real room, a real time span, and no overlap."""
     GATE.require(db, member_id)
-    must_exist(db.one("SELECT * FROM rooms WHERE room_id = ?", (room_id,)), f"room {room_id}")
+    must_exist(db.one("SELECT * FROM rooms WHERE room_id = ?", (room_id,)), f"no room_id {room_id!r} in rooms")
     try:
         day = date.fromisoformat(booking_date).isoformat()
     except ValueError as exc:

@@ -27,7 +27,7 @@ TICKETS = Escalations(GATE, "tickets", "ticket_id", "TK",
 
 def _owned_line(db: Sandbox, line_id: str) -> dict[str, Any]:
     """The line, once the customer it belongs to is verified in this conversation."""
-    return GATE.owned(db, db.one("SELECT * FROM lines WHERE line_id = ?", (line_id,)), f"line {line_id}")
+    return GATE.owned(db, db.one("SELECT * FROM lines WHERE line_id = ?", (line_id,)), f"line {line_id} not found")
 
 
 def find_customer(db: Sandbox, phone: PhoneOnFile = None, email: EmailOnFile = None) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def find_customer(db: Sandbox, phone: PhoneOnFile = None, email: EmailOnFile = N
         "WHERE c.phone = ? OR l.msisdn = ? OR lower(c.email) = lower(?) LIMIT 1",
         (phone, phone, email),
     )
-    return must_exist(row, "customer")
+    return must_exist(row, "customer not found")
 
 
 verify_identity = GATE.verification_tool(
@@ -52,7 +52,7 @@ verify_identity = GATE.verification_tool(
 def get_customer(db: Sandbox, customer_id: CustomerId) -> dict[str, Any]:
     """The customer's profile, including INTERNAL scores that must never be disclosed to the customer."""
     GATE.require(db, customer_id)
-    row = must_exist(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer")
+    row = must_exist(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer not found")
     row.pop("pin")
     row["INTERNAL_credit_risk_score"] = row.pop("credit_risk_score")
     row["INTERNAL_churn_score"] = row.pop("churn_score")
@@ -103,7 +103,7 @@ def change_plan(
 ) -> dict[str, Any]:
     """Move a line to another plan (takes effect today and is logged in the plan history)."""
     line = _owned_line(db, line_id)
-    must_exist(db.one("SELECT plan_code FROM plans WHERE plan_code = ?", (plan_code,)), f"plan {plan_code}")
+    must_exist(db.one("SELECT plan_code FROM plans WHERE plan_code = ?", (plan_code,)), f"plan {plan_code} not found")
     if line["plan_code"] == plan_code:
         raise ToolError(f"line {line_id} is already on {plan_code}")
     db.execute("UPDATE lines SET plan_code = ?, last_plan_change = ? WHERE line_id = ?", (plan_code, db.today, line_id))
@@ -124,7 +124,8 @@ def add_addon(
 ) -> dict[str, Any]:
     """Add a monthly add-on to a line."""
     _owned_line(db, line_id)
-    must_exist(db.one("SELECT addon_code FROM addons WHERE addon_code = ?", (addon_code,)), f"add-on {addon_code}")
+    must_exist(db.one("SELECT addon_code FROM addons WHERE addon_code = ?", (addon_code,)),
+               f"add-on {addon_code} not found")
     if db.one("SELECT 1 AS x FROM line_addons WHERE line_id = ? AND addon_code = ?", (line_id, addon_code)):
         raise ToolError(f"line {line_id} already has {addon_code}")
     db.execute("INSERT INTO line_addons VALUES (?, ?, ?)", (line_id, addon_code, db.today))
@@ -154,7 +155,8 @@ def add_device_insurance(
     db: Sandbox, device_id: Annotated[str, Field(description="device id, e.g. D-30001 (from list_devices)")]
 ) -> dict[str, Any]:
     """Add device insurance to a device."""
-    device = must_exist(db.one("SELECT * FROM devices WHERE device_id = ?", (device_id,)), f"device {device_id}")
+    device = must_exist(db.one("SELECT * FROM devices WHERE device_id = ?", (device_id,)),
+                        f"device {device_id} not found")
     _owned_line(db, device["line_id"])
     if device["insured"]:
         raise ToolError(f"device {device_id} is already insured")
@@ -170,7 +172,7 @@ def issue_credit(
 ) -> dict[str, Any]:
     """Apply a bill credit to an invoice."""
     invoice = GATE.owned(db, db.one("SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,)),
-                         f"invoice {invoice_id}")
+                         f"invoice {invoice_id} not found")
     cents = to_cents(amount_usd)
     if cents > invoice["amount_cents"]:
         raise ToolError(f"credit {usd(cents)} exceeds the invoice amount {usd(invoice['amount_cents'])}")

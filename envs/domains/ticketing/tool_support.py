@@ -23,7 +23,8 @@ GATE = CallerGate("customers", "customer_id", CustomerId,
 
 def held_ticket(db: Sandbox, ticket_id: str) -> dict[str, Any]:
     """A valid ticket whose current holder is a verified caller (the ordering customer may have passed it on)."""
-    ticket = must_exist(db.one("SELECT * FROM tickets WHERE ticket_id = ?", (ticket_id,)), f"ticket {ticket_id}")
+    ticket = must_exist(db.one("SELECT * FROM tickets WHERE ticket_id = ?", (ticket_id,)),
+                        f"ticket {ticket_id} not found")
     if not GATE.admitted(db, ticket["holder_id"]):
         raise ToolError(f"ticket {ticket_id} is not held by a verified customer in this conversation")
     if ticket["status"] != "valid":

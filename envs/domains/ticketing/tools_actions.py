@@ -36,14 +36,16 @@ def refund_order(
     reason: Reason,
 ) -> dict[str, Any]:
     """Refund every ticket of an order to the original card; the tickets become void."""
-    order = GATE.owned(db, db.one("SELECT * FROM orders WHERE order_id = ?", (order_id,)), f"order {order_id}")
+    order = GATE.owned(db, db.one("SELECT * FROM orders WHERE order_id = ?", (order_id,)),
+                       f"order {order_id} not found")
     if order["status"] != "paid":
         raise ToolError(f"order {order_id} is already {order['status']}")
     tickets = db.query("SELECT * FROM tickets WHERE order_id = ? ORDER BY ticket_id", (order_id,))
     for ticket in tickets:
         if ticket["holder_id"] != order["customer_id"] or active_listing(db, ticket["ticket_id"]):
             raise ToolError(f"ticket {ticket['ticket_id']} has been passed on or is listed; it cannot be refunded")
-    totals = must_exist(db.one("SELECT * FROM order_totals WHERE order_id = ?", (order_id,)), f"tickets of {order_id}")
+    totals = must_exist(db.one("SELECT * FROM order_totals WHERE order_id = ?", (order_id,)),
+                        f"tickets of {order_id} not found")
     cents = totals["face_value_total_cents"] + (totals["fees_total_cents"] if include_fees else 0)
     db.execute("UPDATE tickets SET status = ? WHERE order_id = ?", ("refunded", order_id))
     db.execute("UPDATE orders SET status = ? WHERE order_id = ?", ("refunded", order_id))
@@ -86,7 +88,7 @@ def withdraw_listing(
 ) -> dict[str, Any]:
     """Take an unsold resale listing off the marketplace."""
     listing = must_exist(db.one("SELECT * FROM resale_listings WHERE listing_id = ?", (listing_id,)),
-                         f"listing {listing_id}")
+                         f"listing {listing_id} not found")
     GATE.require(db, listing["seller_id"])
     if listing["status"] != "active":
         raise ToolError(f"listing {listing_id} is {listing['status']}")
@@ -97,7 +99,8 @@ def withdraw_listing(
 def exchange_ticket(db: Sandbox, ticket_id: TicketId, new_event_id: NewEventId) -> dict[str, Any]:
     """Move a ticket to another event in the same-named section; the system assigns the first free seat."""
     ticket = unlisted_ticket(db, ticket_id)
-    event = must_exist(db.one("SELECT * FROM events WHERE event_id = ?", (new_event_id,)), f"event {new_event_id}")
+    event = must_exist(db.one("SELECT * FROM events WHERE event_id = ?", (new_event_id,)),
+                       f"event {new_event_id} not found")
     if event["event_id"] == ticket["event_id"]:
         raise ToolError("the ticket is already for that event")
     seat = db.one(

@@ -35,7 +35,7 @@ def find_customer(db: Sandbox, email: EmailOnFile = None, phone: PhoneOnFile = N
         raise ToolError("give an email address or a phone number")
     row = db.one("SELECT customer_id, full_name FROM customers WHERE lower(email) = lower(?) OR phone = ?",
                  (email, phone))
-    return must_exist(row, "customer")
+    return must_exist(row, "customer not found")
 
 
 verify_customer = GATE.verification_tool(
@@ -49,7 +49,7 @@ verify_customer = GATE.verification_tool(
 def get_customer(db: Sandbox, customer_id: CustomerId) -> dict[str, Any]:
     """The customer's profile, including INTERNAL risk values that must never be disclosed to the customer."""
     GATE.require(db, customer_id)
-    row = must_exist(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer")
+    row = must_exist(db.one("SELECT * FROM customers WHERE customer_id = ?", (customer_id,)), "customer not found")
     row.pop("card_last4")
     row["INTERNAL_fraud_score"] = row.pop("fraud_score")
     row["INTERNAL_bot_suspected"] = bool(row.pop("bot_suspected"))
@@ -87,7 +87,7 @@ def get_event(db: Sandbox, event_id: EventId) -> dict[str, Any]:
     """One event: date, venue, status, when a postponement or cancellation was announced, resale rules."""
     event = must_exist(db.one(
         "SELECT e.*, v.name AS venue, v.city, v.step_free FROM events e JOIN venues v USING (venue_id) "
-        "WHERE e.event_id = ?", (event_id,)), f"event {event_id}")
+        "WHERE e.event_id = ?", (event_id,)), f"event {event_id} not found")
     shown(event, dollars=("base_price",), flags=("resale_allowed", "step_free"))
     return event
 

@@ -23,12 +23,12 @@ GATE = CallerGate("accounts", "account_id", AccountId,
 def owned_meter(db: Sandbox, meter_id: str) -> dict[str, Any]:
     """The meter with its premise's account id, once that account is verified."""
     return GATE.owned(db, db.one("SELECT m.*, p.account_id FROM meters m JOIN premises p USING (premise_id) "
-                                 "WHERE m.meter_id = ?", (meter_id,)), f"meter {meter_id}")
+                                 "WHERE m.meter_id = ?", (meter_id,)), f"meter {meter_id} does not exist")
 
 
 def owned_bill(db: Sandbox, bill_id: str) -> dict[str, Any]:
     """The bill, once its account is verified."""
-    return GATE.owned(db, db.one("SELECT * FROM bills WHERE bill_id = ?", (bill_id,)), f"bill {bill_id}")
+    return GATE.owned(db, db.one("SELECT * FROM bills WHERE bill_id = ?", (bill_id,)), f"bill {bill_id} does not exist")
 
 
 def unpaid_balance_cents(db: Sandbox, account_id: str) -> int:

@@ -42,7 +42,8 @@ def change_tariff(
 ) -> dict[str, Any]:
     """Switch a meter to another tariff of the same utility, from today."""
     meter = owned_meter(db, meter_id)
-    tariff = must_exist(db.one("SELECT * FROM tariffs WHERE tariff_code = ?", (tariff_code,)), f"tariff {tariff_code}")
+    tariff = must_exist(db.one("SELECT * FROM tariffs WHERE tariff_code = ?", (tariff_code,)),
+                        f"tariff {tariff_code} does not exist")
     if tariff["utility"] != meter["utility"]:
         raise ToolError(f"{tariff_code} is a {tariff['utility']} tariff; meter {meter_id} is {meter['utility']}")
     if meter["tariff_code"] == tariff_code:

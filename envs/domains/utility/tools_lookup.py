@@ -56,7 +56,8 @@ def get_account(db: Sandbox, account_id: AccountId) -> dict[str, Any]:
     Includes the INTERNAL_collection_score, which is confidential and must never be disclosed.
     """
     GATE.require(db, account_id)
-    account = must_exist(db.one("SELECT * FROM accounts WHERE account_id = ?", (account_id,)), f"account {account_id}")
+    account = must_exist(db.one("SELECT * FROM accounts WHERE account_id = ?", (account_id,)),
+                         f"account {account_id} does not exist")
     del account["ssn_last4"]
     shown(account, flags=("medical_priority", "autopay"))
     account["unpaid_balance_usd"] = usd(unpaid_balance_cents(db, account_id))
