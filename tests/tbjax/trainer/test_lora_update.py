@@ -22,7 +22,7 @@ from tbjax.trainer.objective import REF_LOGPROBS
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
 from tests.tbjax.trainer.support import flat, graded_groups
-from tests.tbjax.trainer.torch_reference import TIS_CAP, group_advantages, torch_loss, with_behaviour_near
+from tests.tbjax.trainer.torch_reference_support import TIS_CAP, group_advantages, torch_loss, with_behaviour_near
 
 SPEC = LoraSpec(rank=4, alpha=8.0)
 
