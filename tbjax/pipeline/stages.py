@@ -55,7 +55,8 @@ from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models.placement import load_policy
 from tbjax.pipeline.results import results_markdown, results_table
 from tbjax.sections.run import RunSection
-from tbjax.trainer.loop import run_training, session_opener
+from tbjax.trainer.loop import run_training
+from tbjax.trainer.run_setup import session_opener
 from tbjax.warmstart.warm_start import load_or_record_demos, load_or_record_slips, slip_summary, warm_start
 
 console = Console()

@@ -1,6 +1,7 @@
-"""The synchronous GRPO loop: draw tasks -> run groups of episodes on the engine -> pack the scored groups
-(trainer.packing, with the objective's advantages) -> one update on the mesh -> checkpoint -> publish the new
-weights to the engine -> log. Resumes from the run directory.
+"""The synchronous GRPO loop, one step after another: draw tasks -> run groups of episodes on the engine -> pack
+the scored groups (trainer.packing, with the objective's advantages) -> the update on the mesh -> checkpoint
+-> publish the new weights to the engine -> log. A run is set up, or resumed from its directory, by
+trainer.run_setup; this module reads top-down: the run, its steps, each step's phases, the publishing.
 
 Only process 0 drives rollouts and writes the logs; the other processes receive each step's packed batch
 from it (trainer.lockstep) and train, checkpoint and publish in lockstep. The embedded JaxEngine receives new
@@ -12,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
-import hashlib
 import json
 import logging
 import time
@@ -23,89 +22,94 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from flax import nnx
 
-from envs import Task, open_session
-from envs.chat_endpoint import ChatClient
-from envs.users.llm import LlmUser
-from envs.users.scripted import ScriptedUser
+from envs import Task
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import SessionOpener, derive_seed, run_episode
 from rollout.groups import Batch, GroupScheduler
-from rollout.interpret import Interpreter
-from rollout.task_choice import carve, training_tasks, without_heldout
 from rollout.trajectory import Trajectory
 from tbjax.config import Config
-from tbjax.engine.configured import embedded_engine
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_adapter, publish_weights, version_dir
-from tbjax.models.lora import add_adapters, merge_adapters
+from tbjax.models.lora import merge_adapters
 from tbjax.parallel.distributed import is_driver
 from tbjax.trainer.checkpoint import Checkpointer, CheckpointWriteError
-from tbjax.trainer.handover import Handover
 from tbjax.trainer.lockstep import engine_model, share_batch
-from tbjax.trainer.metrics_log import MetricsLog, console
-from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
+from tbjax.trainer.metrics_log import console
 from tbjax.trainer.packing import PackedBatch, batch_from_groups
-from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
-from tbjax.trainer.task_stream import ByKindStream, TaskStream, task_stream
-from tbjax.trainer.train_state import TrainState
-from tbjax.trainer.update import GRPOTrainer, make_trainer
-from tbjax.trainer.validation import Validation
+from tbjax.trainer.run_setup import VALIDATED, Run, build_run, session_opener, task_manifest_hash
+from tbjax.trainer.task_stream import ByKindStream
 
 T = TypeVar("T")
 SAVE_WATCH_S = 1.0  # how often a step looks at the save it overlaps
 
 log = logging.getLogger(__name__)
-VALIDATED = "validated"  # <run>/validated/v<step>: each new best-validated step's weights (tbjax.trainer.validation)
 
 
-def task_manifest_hash(tasks: list[Task]) -> str:
-    return hashlib.sha256("\n".join(t.id for t in tasks).encode()).hexdigest()[:16]
+def run_training(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
+                 validation_tasks: list[Task] | None = None) -> Path:
+    """A run set up (or resumed) by tbjax.trainer.run_setup, trained to its last step; its final HF export."""
+    return asyncio.run(run_steps(build_run(config, model, model_dir, tasks, validation_tasks)))
 
 
-@dataclasses.dataclass(kw_only=True)
-class Run:
-    """Everything the loop holds between steps."""
+async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
+    """Runs the remaining steps; returns the final HF export. `opener` opens each episode's environment
+    session (default: built-in domains with the configured user simulator)."""
+    config = run.config
+    opener = opener or session_opener(config)
+    scheduler = None
+    if run.engine is not None and is_driver():
+        scheduler = GroupScheduler(_task_stream(run), _episode_runner(run, run.engine, opener), config.groups,
+                                   first_draw=run.draws, replacement=_replacement(run))
+    if run.step and config.rollout.engine == "sglang":
+        await _refresh(run, str(run.step))  # servers start from the base checkpoint
+        await _verify_refit(run)
+    run.handover.start(run)
+    best = await _validate(run, opener)  # the start (step 0), or a resumed step's scoring cut short
+    while run.step < config.train.steps:
+        try:
+            metrics = await _unless_a_save_fails(run.checkpointer, run_step(run, scheduler))
+        except CheckpointWriteError:
+            if run.engine is not None:  # its worker would deliver the cancelled step's tokens to a closed loop
+                await run.engine.close()
+            raise
+        validated = await _validate(run, opener)
+        best = validated or best
+        if run.metrics is not None and metrics is not None:
+            run.metrics.write({**metrics, **validated})
+    run.checkpointer.wait()
+    await run.handover.to_trainer(run)  # the export reads the state on the devices
+    last = publish_weights(_policy(run), run.directory / "export", run.step, tokenizer_dir=run.model_dir)
+    export = last
+    if best and config.validation.export == "best":
+        export = version_dir(run.directory / VALIDATED, best["validation_best_step"])
+    run.checkpointer.close()
+    if run.engine is not None:
+        await run.engine.close()
+    if run.metrics is not None:  # the driver's
+        run.metrics.close()
+        (run.directory / "config.yaml").write_text(config.to_yaml())
+        chosen = {"last_export": str(last), "best_step": best["validation_best_step"],
+                  "validation": run.validation.scores()} if best and run.validation is not None else {}
+        (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export), **chosen},
+                                                               indent=2))
+    return export
 
-    config: Config
-    trainer: GRPOTrainer
-    state: TrainState
-    # the driver's rollout engine; None on the other processes (the embedded one: on process 0 only)
-    engine: JaxEngine | SGLangEngine | None
-    interpreter: Interpreter
-    tasks: list[Task]
-    iterator: TaskStream  # indices into `tasks` (checkpointed)
-    checkpointer: Checkpointer
-    metrics: MetricsLog | None  # None on processes other than the driver
-    model_dir: Path
-    step: int = 0
-    draws: int = 0  # tasks the group scheduler has drawn (group ids and sampling seeds derive from it)
-    handover: Handover = dataclasses.field(default_factory=Handover)  # who holds the GPUs (tbjax.trainer.handover)
-    mismatch: MismatchMeter | None = None  # train.mismatch_stats (tbjax.trainer.mismatch)
-    alarm: MismatchAlarm | None = None  # train.mismatch_alarm
-    refit: RefitCheck | None = None  # train.refit_probe (tbjax.trainer.refit_check)
-    validation: Validation | None = None  # validation.tasks > 0 (tbjax.trainer.validation)
 
-    @property
-    def directory(self) -> Path:
-        return self.config.run.directory
+def _episode_runner(run: Run, engine: JaxEngine | SGLangEngine,
+                    opener: SessionOpener) -> Callable[[Task, str, int], Awaitable[Trajectory]]:
+    """The scheduler's episodes: on the driver's engine, each seeded by the run's seed, step, group and member."""
+    config = run.config
 
+    async def episode(task: Task, group_id: str, member: int) -> Trajectory:
+        result = await run_episode(task, engine, run.interpreter, group_id=group_id, config=config.episode,
+                                   opener=opener, session_id=f"{run.step}/{group_id}/{member}",
+                                   seed=derive_seed(config.rollout.seed, run.step, group_id, member))
+        return result.trajectory
 
-def _user_factory(config: Config):
-    if config.user.kind == "scripted":
-        return ScriptedUser
-    if config.user.endpoint is None:  # reading the config refuses it (UserSection)
-        raise ValueError("user.kind=llm needs user.endpoint")
-    client = ChatClient.from_config(config.user.endpoint)
-    return functools.partial(LlmUser, client=client, temperature=config.user.temperature)
-
-
-def session_opener(config: Config) -> SessionOpener:
-    """Opens sessions of any known domain with the configured user simulator and prompt style."""
-    return functools.partial(open_session, user=_user_factory(config), prompt=config.tasks.prompt)
+    return episode
 
 
 def _task_stream(run: Run) -> Iterator[Task]:
@@ -119,61 +123,6 @@ def _replacement(run: Run) -> Callable[[Task], Task] | None:
     if not isinstance(stream, ByKindStream):
         return None
     return lambda task: run.tasks[stream.like(task.kind)]
-
-
-async def _publish(run: Run, version: str) -> float:
-    """Every process takes part (gathers and HF writes are collective); only the driver tells the engine."""
-    start = time.perf_counter()
-    if run.config.rollout.engine == "embedded":
-        model = engine_model(run.trainer, run.state.params)
-        if isinstance(run.engine, JaxEngine):
-            await run.engine.set_state(nnx.state(model), version)
-    elif run.trainer.lora:  # the adapters alone reach the servers
-        policy = run.trainer.model_for(run.state.params)
-        path = publish_adapter(policy, run.config.lora.spec(), run.directory / "adapters", version,
-                               base_model=str(run.model_dir))
-        if isinstance(run.engine, SGLangEngine):
-            await run.engine.update_adapter(str(path), version)
-    else:
-        path = publish_weights(run.trainer.model_for(run.state.params), run.directory / "weights", version,
-                               tokenizer_dir=run.model_dir)
-        if run.engine is not None:
-            await run.engine.update_weights(str(path), version)
-    return time.perf_counter() - start
-
-
-async def _refresh(run: Run, version: str) -> None:
-    """Publishes the new weights, then takes the refit probe's expected log-probs: the trainer's under them,
-    while its parameters are on the devices (colocated runs move them to host memory right after)."""
-    await _publish(run, version)
-    if run.refit is not None:
-        run.refit.expect(run.state.params, version)
-
-
-async def _verify_refit(run: Run) -> dict[str, float]:
-    """The driver has the engine score the probe: its largest difference, or a RefitError."""
-    if run.refit is None or run.engine is None:
-        return {}
-    metrics = {"refit_probe_max_diff": await run.refit.verify(run.engine)}
-    expected = run.refit.expected
-    if expected is not None and expected.base_gap is not None:  # LoRA: how far the served adapter takes the
-        metrics["refit_probe_base_gap"] = expected.base_gap  # probe from the base
-    return metrics
-
-
-class StepClock:
-    """Wall seconds of a step's phases, as the step's record names them (`time_<phase>_s`)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[f"time_{name}_s"] = time.perf_counter() - start
 
 
 async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any] | None:
@@ -193,6 +142,21 @@ async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any]
     if batch is None:
         return None
     return step_record(run.step, batch, {**update, **refit}, clock.seconds)
+
+
+class StepClock:
+    """Wall seconds of a step's phases, as the step's record names them (`time_<phase>_s`)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[f"time_{name}_s"] = time.perf_counter() - start
 
 
 def _packed(run: Run, batch: Batch | None, scheduler: GroupScheduler | None) -> PackedBatch | None:
@@ -264,136 +228,44 @@ def step_record(step: int, batch: Batch, update: dict[str, Any], seconds: dict[s
     }
 
 
-def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
-              validation_tasks: list[Task] | None = None) -> Run:
-    """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula). With
-    `validation.tasks`, `validation_tasks` is the validation split (the pipeline carves it before the warm
-    start); None carves it out of the tasks here."""
-    if config.lora.enabled:  # GRPO trains adapters on the model, its weights frozen (tbjax.trainer.update)
-        add_adapters(model, config.lora.spec(), config.lora.seed)
-    trainer = make_trainer(config, model)
-    tasks = tasks if tasks is not None else training_tasks(config.tasks.source())
-    validation = None
-    if config.validation.tasks:
-        if validation_tasks is None:
-            tasks, validation_tasks = carve(tasks, config.validation.tasks, config.validation.seed)
-        tasks = without_heldout(tasks, validation_tasks)  # a validation task never trains, whoever chose the pool
-        validation = Validation(validation_tasks, config, config.run.directory / "validation")
-    checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
-                                keep=config.train.keep_checkpoints)
-    # On the update's own shardings from the start: one compilation, and a restore lands there directly (with
-    # several processes, moving a restored array between hosts' devices afterwards is not supported).
-    state = trainer.shard_state(trainer.init_state(model))
-    if config.grpo.uses_reference:  # the KL reference: the policy before any update, also when resuming
-        trainer.keep_reference(state.params)
-    iterator, step, draws = task_stream(tasks, config.tasks), 0, 0
-    # the newest intact checkpoint (the checkpointer reports broken ones and the step resumed from)
-    restored = (checkpointer.restore_latest(state, config.fingerprint(), config.train.allow_config_change)
-                if config.train.resume == "auto" else None)
-    if restored is not None:
-        state = restored.state
-        iterator.set_state(restored.data)
-        step, draws = int(restored.record["step"]), int(restored.record["draws"])
-    engine = _engine(config, trainer, state, step, model.config.vocab_size)
-    interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
-    metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None
-    if validation is not None and is_driver():
-        validation.forget_after(step, config.run.directory / VALIDATED)
-    if is_driver():  # what this run draws its groups from, and validates on, for the record
-        record = {"tasks": [t.id for t in tasks], **({"validation": [t.id for t in validation.tasks]}
-                                                      if validation is not None else {})}
-        (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
-    return Run(config=config, trainer=trainer, state=state, engine=engine, interpreter=interpreter, tasks=tasks,
-               iterator=iterator, checkpointer=checkpointer, metrics=metrics, model_dir=model_dir, step=step,
-               draws=draws, handover=Handover.for_placement(config.rollout.placement, engine),
-               mismatch=MismatchMeter(trainer) if config.train.mismatch_stats else None,
-               alarm=_mismatch_alarm(config), refit=_refit_check(config, trainer, model), validation=validation)
+async def _publish(run: Run, version: str) -> float:
+    """Every process takes part (gathers and HF writes are collective); only the driver tells the engine."""
+    start = time.perf_counter()
+    if run.config.rollout.engine == "embedded":
+        model = engine_model(run.trainer, run.state.params)
+        if isinstance(run.engine, JaxEngine):
+            await run.engine.set_state(nnx.state(model), version)
+    elif run.trainer.lora:  # the adapters alone reach the servers
+        policy = run.trainer.model_for(run.state.params)
+        path = publish_adapter(policy, run.config.lora.spec(), run.directory / "adapters", version,
+                               base_model=str(run.model_dir))
+        if isinstance(run.engine, SGLangEngine):
+            await run.engine.update_adapter(str(path), version)
+    else:
+        path = publish_weights(run.trainer.model_for(run.state.params), run.directory / "weights", version,
+                               tokenizer_dir=run.model_dir)
+        if run.engine is not None:
+            await run.engine.update_weights(str(path), version)
+    return time.perf_counter() - start
 
 
-def _mismatch_alarm(config: Config) -> MismatchAlarm | None:
-    """The configured alarm on the engine-vs-trainer mismatch, if any."""
-    train = config.train
-    if train.mismatch_alarm is None:
-        return None
-    return MismatchAlarm(train.mismatch_alarm, train.mismatch_alarm_metric, train.mismatch_action)
+async def _refresh(run: Run, version: str) -> None:
+    """Publishes the new weights, then takes the refit probe's expected log-probs: the trainer's under them,
+    while its parameters are on the devices (colocated runs move them to host memory right after)."""
+    await _publish(run, version)
+    if run.refit is not None:
+        run.refit.expect(run.state.params, version)
 
 
-def _refit_check(config: Config, trainer: GRPOTrainer, model: Qwen) -> RefitCheck | None:
-    """The check that published weights arrived (tolerance: configured, else the compute dtype's default)."""
-    if not config.train.refit_probe:
-        return None
-    tolerance = config.train.refit_probe_tolerance or TOLERANCE[config.model.compute_dtype]
-    return RefitCheck(trainer, model.config.vocab_size, tolerance)
-
-
-def _engine(config: Config, trainer: GRPOTrainer, state: TrainState, step: int,
-            vocab_size: int) -> JaxEngine | SGLangEngine | None:
-    """The driver's rollout engine; None on the other processes (which still join the collective gather).
-    SGLang's answers are checked against the policy's `vocab_size`."""
-    if config.rollout.engine == "embedded":
-        model = engine_model(trainer, state.params)
-        return None if model is None else embedded_engine(model, config.rollout, str(step))
-    if not is_driver():
-        return None
-    return SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step), vocab_size=vocab_size)
-
-
-async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
-    """Runs the remaining steps; returns the final HF export. `opener` opens each episode's environment
-    session (default: built-in domains with the configured user simulator)."""
-    config = run.config
-    opener = opener or session_opener(config)
-    scheduler = None
-    if run.engine is not None and is_driver():
-        scheduler = GroupScheduler(_task_stream(run), _episode_runner(run, run.engine, opener), config.groups,
-                                   first_draw=run.draws, replacement=_replacement(run))
-    if run.step and config.rollout.engine == "sglang":
-        await _refresh(run, str(run.step))  # servers start from the base checkpoint
-        await _verify_refit(run)
-    run.handover.start(run)
-    best = await _validate(run, opener)  # the start (step 0), or a resumed step's scoring cut short
-    while run.step < config.train.steps:
-        try:
-            metrics = await _unless_a_save_fails(run.checkpointer, run_step(run, scheduler))
-        except CheckpointWriteError:
-            if run.engine is not None:  # its worker would deliver the cancelled step's tokens to a closed loop
-                await run.engine.close()
-            raise
-        validated = await _validate(run, opener)
-        best = validated or best
-        if run.metrics is not None and metrics is not None:
-            run.metrics.write({**metrics, **validated})
-    run.checkpointer.wait()
-    await run.handover.to_trainer(run)  # the export reads the state on the devices
-    last = publish_weights(_policy(run), run.directory / "export", run.step, tokenizer_dir=run.model_dir)
-    export = last
-    if best and config.validation.export == "best":
-        export = version_dir(run.directory / VALIDATED, best["validation_best_step"])
-    run.checkpointer.close()
-    if run.engine is not None:
-        await run.engine.close()
-    if run.metrics is not None:  # the driver's
-        run.metrics.close()
-        (run.directory / "config.yaml").write_text(config.to_yaml())
-        chosen = {"last_export": str(last), "best_step": best["validation_best_step"],
-                  "validation": run.validation.scores()} if best and run.validation is not None else {}
-        (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export), **chosen},
-                                                               indent=2))
-    return export
-
-
-def _episode_runner(run: Run, engine: JaxEngine | SGLangEngine,
-                    opener: SessionOpener) -> Callable[[Task, str, int], Awaitable[Trajectory]]:
-    """The scheduler's episodes: on the driver's engine, each seeded by the run's seed, step, group and member."""
-    config = run.config
-
-    async def episode(task: Task, group_id: str, member: int) -> Trajectory:
-        result = await run_episode(task, engine, run.interpreter, group_id=group_id, config=config.episode,
-                                   opener=opener, session_id=f"{run.step}/{group_id}/{member}",
-                                   seed=derive_seed(config.rollout.seed, run.step, group_id, member))
-        return result.trajectory
-
-    return episode
+async def _verify_refit(run: Run) -> dict[str, float]:
+    """The driver has the engine score the probe: its largest difference, or a RefitError."""
+    if run.refit is None or run.engine is None:
+        return {}
+    metrics = {"refit_probe_max_diff": await run.refit.verify(run.engine)}
+    expected = run.refit.expected
+    if expected is not None and expected.base_gap is not None:  # LoRA: how far the served adapter takes the
+        metrics["refit_probe_base_gap"] = expected.base_gap  # probe from the base
+    return metrics
 
 
 async def _unless_a_save_fails(checkpointer: Checkpointer, work: Awaitable[T]) -> T:
@@ -433,10 +305,3 @@ def _policy(run: Run) -> Qwen:
     if run.trainer.lora:
         merge_adapters(model)
     return model
-
-
-def run_training(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
-                 validation_tasks: list[Task] | None = None) -> Path:
-    return asyncio.run(run_steps(build_run(config, model, model_dir, tasks, validation_tasks)))
-
-

@@ -205,7 +205,8 @@ class GRPOTrainer:
         """The reference in device memory: a temporary copy when it waits in host memory."""
         if self.reference is None:
             raise ValueError("grpo.kl_coef > 0 needs a reference policy: call GRPOTrainer.keep_reference with the "
-                             "parameters at the start of training (tbjax.trainer.loop does), or set grpo.kl_coef=0")
+                             "parameters at the start of training (tbjax.trainer.run_setup does), or set "
+                             "grpo.kl_coef=0")
         return self._host_offload.to_device(self.reference, free=False)
 
     # --------------------------------------------------------------- the update

@@ -32,7 +32,8 @@ from tbjax.config import load_config
 from tbjax.models import from_pretrained
 from tbjax.trainer import checkpoint
 from tbjax.trainer.checkpoint import CHECKSUMS, BrokenCheckpointError, Checkpointer, ResumeError
-from tbjax.trainer.loop import build_run, run_steps
+from tbjax.trainer.loop import run_steps
+from tbjax.trainer.run_setup import build_run
 from tbjax.trainer.train_state import TrainState
 from tbjax.trainer.update import GRPOTrainer
 from tests.faults.killed_child_support import hang_forever, kill_when_hanging

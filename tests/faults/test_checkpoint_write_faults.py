@@ -23,7 +23,8 @@ import pytest
 
 from tbjax.models import from_pretrained
 from tbjax.trainer.checkpoint import CheckpointWriteError
-from tbjax.trainer.loop import build_run, run_steps
+from tbjax.trainer.loop import run_steps
+from tbjax.trainer.run_setup import build_run
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
 FILE_LIMIT = 64 * 1024  # above the run's task list, config and metrics lines, below a checkpoint's data

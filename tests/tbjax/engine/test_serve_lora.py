@@ -22,7 +22,8 @@ from tbjax.models import from_pretrained, save_pretrained
 from tbjax.models.hf.peft_adapter import save_adapter
 from tbjax.models.lora import adapted_projections, add_adapters, merge_adapters
 from tbjax.sections.lora import LoraSpec
-from tbjax.trainer.loop import build_run, run_steps
+from tbjax.trainer.loop import run_steps
+from tbjax.trainer.run_setup import build_run
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
 SERVER_RANK = 4

@@ -23,8 +23,9 @@ from tbjax.parallel.offload import HOST_MEMORY, HostOffload
 from tbjax.parallel.xla_memory import configure_xla_memory
 from tbjax.sections.training import GRPOSection, OptimSection
 from tbjax.trainer.handover import Handover, IllegalTransition, Phase
-from tbjax.trainer.loop import build_run, run_steps
+from tbjax.trainer.loop import run_steps
 from tbjax.trainer.packing import batch_from_groups
+from tbjax.trainer.run_setup import build_run
 from tbjax.trainer.update import GRPOTrainer
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 from tests.tbjax.trainer.support import synthetic_groups

@@ -10,7 +10,8 @@ import pytest
 import transformers
 
 from tbjax.models import from_pretrained
-from tbjax.trainer.loop import build_run, run_steps
+from tbjax.trainer.loop import run_steps
+from tbjax.trainer.run_setup import build_run
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
 

@@ -13,9 +13,10 @@ import pytest
 
 from tbjax.models import from_pretrained
 from tbjax.trainer.lockstep import engine_model
-from tbjax.trainer.loop import build_run, run_steps
+from tbjax.trainer.loop import run_steps
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchError, mismatch_sums
 from tbjax.trainer.refit_check import RefitCheck, RefitError
+from tbjax.trainer.run_setup import build_run
 from tbjax.trainer.update import GRPOTrainer
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
@@ -57,7 +58,8 @@ def test_steps_log_the_mismatch_and_pass_the_refit_probe(tiny_dir, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("action", ["warn", "fail"])
 def test_the_alarm_fires_when_the_engine_samples_other_weights(tiny_dir, tmp_path, monkeypatch, caplog, action):
-    monkeypatch.setattr("tbjax.trainer.loop.engine_model", perturbed_engine_model)  # from the first rollout on
+    for module in ("run_setup", "loop"):  # the engine starts perturbed, and every publish perturbs it again
+        monkeypatch.setattr(f"tbjax.trainer.{module}.engine_model", perturbed_engine_model)
     # warn: two optimizer steps per batch (the meter reads the update's old log-probs); fail: one (its own pass)
     config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action=action, refit_probe=False,
                         mini_batches=2 if action == "warn" else 1)

@@ -15,7 +15,8 @@ from envs import load_tasks
 from tbjax.config import load_config
 from tbjax.models import from_pretrained
 from tbjax.sections.tasks import ValidationSection
-from tbjax.trainer.loop import build_run, run_steps
+from tbjax.trainer.loop import run_steps
+from tbjax.trainer.run_setup import build_run
 from tbjax.trainer.saved_policy import checkpoint_model, restore_checkpoint
 from tbjax.trainer.validation import Validation
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks

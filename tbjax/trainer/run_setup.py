@@ -1,0 +1,160 @@
+"""Setting up (or resuming) a GRPO run: the trainer over the model (its LoRA adapters added first), the task
+pool and its validation split, the state restored from the newest intact checkpoint, the rollout engine, and
+what watches the run. `Run` is everything tbjax.trainer.loop holds between steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from pathlib import Path
+
+import yaml
+
+from envs import Task, open_session
+from envs.chat_endpoint import ChatClient
+from envs.users.llm import LlmUser
+from envs.users.scripted import ScriptedUser
+from rollout.engines.sglang import SGLangEngine
+from rollout.episode import SessionOpener
+from rollout.interpret import Interpreter
+from rollout.task_choice import carve, training_tasks, without_heldout
+from tbjax.config import Config
+from tbjax.engine.configured import embedded_engine
+from tbjax.engine.jax_engine import JaxEngine
+from tbjax.models import Qwen
+from tbjax.models.lora import add_adapters
+from tbjax.parallel.distributed import is_driver
+from tbjax.trainer.checkpoint import Checkpointer
+from tbjax.trainer.handover import Handover
+from tbjax.trainer.lockstep import engine_model
+from tbjax.trainer.metrics_log import MetricsLog
+from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
+from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
+from tbjax.trainer.task_stream import TaskStream, task_stream
+from tbjax.trainer.train_state import TrainState
+from tbjax.trainer.update import GRPOTrainer, make_trainer
+from tbjax.trainer.validation import Validation
+
+VALIDATED = "validated"  # <run>/validated/v<step>: each new best-validated step's weights (tbjax.trainer.validation)
+
+
+def task_manifest_hash(tasks: list[Task]) -> str:
+    return hashlib.sha256("\n".join(t.id for t in tasks).encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass(kw_only=True)
+class Run:
+    """Everything the loop holds between steps."""
+
+    config: Config
+    trainer: GRPOTrainer
+    state: TrainState
+    # the driver's rollout engine; None on the other processes (the embedded one: on process 0 only)
+    engine: JaxEngine | SGLangEngine | None
+    interpreter: Interpreter
+    tasks: list[Task]
+    iterator: TaskStream  # indices into `tasks` (checkpointed)
+    checkpointer: Checkpointer
+    metrics: MetricsLog | None  # None on processes other than the driver
+    model_dir: Path
+    step: int = 0
+    draws: int = 0  # tasks the group scheduler has drawn (group ids and sampling seeds derive from it)
+    handover: Handover = dataclasses.field(default_factory=Handover)  # who holds the GPUs (tbjax.trainer.handover)
+    mismatch: MismatchMeter | None = None  # train.mismatch_stats (tbjax.trainer.mismatch)
+    alarm: MismatchAlarm | None = None  # train.mismatch_alarm
+    refit: RefitCheck | None = None  # train.refit_probe (tbjax.trainer.refit_check)
+    validation: Validation | None = None  # validation.tasks > 0 (tbjax.trainer.validation)
+
+    @property
+    def directory(self) -> Path:
+        return self.config.run.directory
+
+
+def _user_factory(config: Config):
+    if config.user.kind == "scripted":
+        return ScriptedUser
+    if config.user.endpoint is None:  # reading the config refuses it (UserSection)
+        raise ValueError("user.kind=llm needs user.endpoint")
+    client = ChatClient.from_config(config.user.endpoint)
+    return functools.partial(LlmUser, client=client, temperature=config.user.temperature)
+
+
+def session_opener(config: Config) -> SessionOpener:
+    """Opens sessions of any known domain with the configured user simulator and prompt style."""
+    return functools.partial(open_session, user=_user_factory(config), prompt=config.tasks.prompt)
+
+
+def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
+              validation_tasks: list[Task] | None = None) -> Run:
+    """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula). With
+    `validation.tasks`, `validation_tasks` is the validation split (the pipeline carves it before the warm
+    start); None carves it out of the tasks here."""
+    if config.lora.enabled:  # GRPO trains adapters on the model, its weights frozen (tbjax.trainer.update)
+        add_adapters(model, config.lora.spec(), config.lora.seed)
+    trainer = make_trainer(config, model)
+    tasks = tasks if tasks is not None else training_tasks(config.tasks.source())
+    validation = None
+    if config.validation.tasks:
+        if validation_tasks is None:
+            tasks, validation_tasks = carve(tasks, config.validation.tasks, config.validation.seed)
+        tasks = without_heldout(tasks, validation_tasks)  # a validation task never trains, whoever chose the pool
+        validation = Validation(validation_tasks, config, config.run.directory / "validation")
+    checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
+                                keep=config.train.keep_checkpoints)
+    # On the update's own shardings from the start: one compilation, and a restore lands there directly (with
+    # several processes, moving a restored array between hosts' devices afterwards is not supported).
+    state = trainer.shard_state(trainer.init_state(model))
+    if config.grpo.uses_reference:  # the KL reference: the policy before any update, also when resuming
+        trainer.keep_reference(state.params)
+    iterator, step, draws = task_stream(tasks, config.tasks), 0, 0
+    # the newest intact checkpoint (the checkpointer reports broken ones and the step resumed from)
+    restored = (checkpointer.restore_latest(state, config.fingerprint(), config.train.allow_config_change)
+                if config.train.resume == "auto" else None)
+    if restored is not None:
+        state = restored.state
+        iterator.set_state(restored.data)
+        step, draws = int(restored.record["step"]), int(restored.record["draws"])
+    engine = _engine(config, trainer, state, step, model.config.vocab_size)
+    interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
+    metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None
+    if validation is not None and is_driver():
+        validation.forget_after(step, config.run.directory / VALIDATED)
+    if is_driver():  # what this run draws its groups from, and validates on, for the record
+        record = {"tasks": [t.id for t in tasks], **({"validation": [t.id for t in validation.tasks]}
+                                                      if validation is not None else {})}
+        (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
+    return Run(config=config, trainer=trainer, state=state, engine=engine, interpreter=interpreter, tasks=tasks,
+               iterator=iterator, checkpointer=checkpointer, metrics=metrics, model_dir=model_dir, step=step,
+               draws=draws, handover=Handover.for_placement(config.rollout.placement, engine),
+               mismatch=MismatchMeter(trainer) if config.train.mismatch_stats else None,
+               alarm=_mismatch_alarm(config), refit=_refit_check(config, trainer, model), validation=validation)
+
+
+def _mismatch_alarm(config: Config) -> MismatchAlarm | None:
+    """The configured alarm on the engine-vs-trainer mismatch, if any."""
+    train = config.train
+    if train.mismatch_alarm is None:
+        return None
+    return MismatchAlarm(train.mismatch_alarm, train.mismatch_alarm_metric, train.mismatch_action)
+
+
+def _refit_check(config: Config, trainer: GRPOTrainer, model: Qwen) -> RefitCheck | None:
+    """The check that published weights arrived (tolerance: configured, else the compute dtype's default)."""
+    if not config.train.refit_probe:
+        return None
+    tolerance = config.train.refit_probe_tolerance or TOLERANCE[config.model.compute_dtype]
+    return RefitCheck(trainer, model.config.vocab_size, tolerance)
+
+
+def _engine(config: Config, trainer: GRPOTrainer, state: TrainState, step: int,
+            vocab_size: int) -> JaxEngine | SGLangEngine | None:
+    """The driver's rollout engine; None on the other processes (which still join the collective gather).
+    SGLang's answers are checked against the policy's `vocab_size`."""
+    if config.rollout.engine == "embedded":
+        model = engine_model(trainer, state.params)
+        return None if model is None else embedded_engine(model, config.rollout, str(step))
+    if not is_driver():
+        return None
+    return SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step), vocab_size=vocab_size)
