@@ -26,7 +26,8 @@ from pathlib import Path
 
 SGLANG_JAX = "sglang-jax[cpu]==0.1.0rc0"
 READY_MARK = ".tbjax-ready"  # written last, holding SGLANG_JAX: a venv without it is incomplete
-INSTALL_TIMEOUT_S = 600  # measured 90-190 s; slower than this, the tests skip rather than eat the CI budget
+INSTALL_TIMEOUT_S = 600  # well past a normal install (rollout/README.md); slower, the tests skip rather than eat
+# the CI budget
 
 
 class VenvUnavailable(RuntimeError):

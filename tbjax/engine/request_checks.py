@@ -14,7 +14,8 @@ from rollout.engines.sglang import MEMORY_TAGS
 INT32_MIN, INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 # stop ids a request may give: decoding compares every row's sampled token with this many (padded with -1), so
-# no stop list has a shape of its own to compile for (each new length once held every request for ~15 s)
+# no stop list has a shape of its own to compile for (each new length once compiled decoding anew while every
+# request waited; tbjax/README.md's fault table)
 MAX_STOP_TOKENS = 32
 
 

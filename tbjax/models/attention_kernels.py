@@ -51,8 +51,9 @@ def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> 
 def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Array, blocks: int = 4) -> jax.Array:
     """`xla_attention` for self-attention over packed documents, in `blocks` query blocks that each attend
     only to keys up to their own end: most of the masked upper triangle is never computed ((n + 1) / 2n of
-    the work for n blocks). On CPU this made the attention of a 512-token row 2x cheaper forward+backward
-    (scripts/bench/model_forward_backward.py); more blocks cost more in small ops than they save."""
+    the work for n blocks). On CPU this makes a row's attention cheaper forward+backward
+    (scripts/bench/model_forward_backward.py; figures in scripts/bench/README.md); more blocks cost more in
+    small ops than they save."""
     seq = q.shape[1]
     size = -(-seq // blocks)
     out = []

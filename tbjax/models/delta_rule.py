@@ -146,7 +146,7 @@ def unit_lower_inverse(strict: jax.Array) -> jax.Array:
     Blockwise, doubling the block size: with the inverses T11, T22 of two neighbouring diagonal blocks, the
     inverse of the block they form has T21 = -T22 A21 T11. log2(n) rounds of small matmuls, each round over
     all blocks at once: the numerics of forward substitution at matmul speed (XLA's CPU triangular solve
-    runs batched small systems one by one, hundreds of times slower)."""
+    runs batched small systems one by one, far slower; scripts/bench/README.md)."""
     n = strict.shape[-1]
     if n & (n - 1):
         raise ValueError(f"unit_lower_inverse needs a power-of-two size, got {n}")

@@ -70,8 +70,9 @@ class Projection(nnx.Module):
 def flat_dot(x: jax.Array, kernel: jax.Array, in_rank: int) -> jax.Array:
     """x [..., *in] . kernel [*in, *out] -> [..., *out], with x's leading dims flattened into one. The
     gradient of a dot that contracts over several leading (batch, seq) dims made XLA's CPU backend transpose
-    a fused activation gradient element by element and run the weight gradient outside XNNPACK: flat, a
-    SwiGLU MLP's forward+backward took 88 ms instead of 130 (scripts/bench/model_forward_backward.py)."""
+    a fused activation gradient element by element and run the weight gradient outside XNNPACK; flat, the
+    forward+backward is faster (scripts/bench/model_forward_backward.py measures it, scripts/bench/README.md
+    holds the figures)."""
     lead = x.shape[:x.ndim - in_rank]
     flat = x.reshape(-1, *x.shape[x.ndim - in_rank:])
     contract = tuple(range(1, 1 + in_rank))

@@ -22,7 +22,7 @@ XLA makes of our programs, with counts read from TPU compiles of the 27B referen
   gradients) and two [tokens, chunk] float32 logit chunks, or all the logits where they are small enough
   to be kept for the backward pass (tbjax.trainer.logprobs.KEEP_LOGITS_BYTES);
 - apply: the parameters, the masters, the moments and the accumulator alone. XLA fuses AdamW element by element into the
-  donated buffers: the 27B reference's apply compiled for TPU v5p needed 0.5 GB of temporaries beside them.
+  donated buffers, so its temporaries are small beside them (tbjax/README.md, Will it fit?, has the figure).
 MoE and hybrid (Gated DeltaNet) models are counted as a dense model of the same widths: rougher.
 Under LoRA (`lora.rank` > 0) the parameters, gradients, accumulator, moments and masters are the adapters' (float32,
 so no masters), and the base they adapt is counted apart: frozen in its dtype, on the device in both programs.

@@ -34,8 +34,8 @@ from tbjax.trainer.update import GRPOTrainer
 
 PROBE_LENGTH = 32
 PROBE_SEED = 20240601
-# float32 engine and trainer agree to about 1e-5 (configs/tiny-cpu.yaml); bfloat16 kernels of different
-# engines (SGLang's against XLA's) differ by up to a few hundredths on a probe's unlikely tokens
+# float32 engine and trainer agree far within their tolerance; bfloat16 kernels of different engines (SGLang's
+# against XLA's) differ most on a probe's unlikely tokens, so bfloat16's is wide (tbjax/README.md, Watch)
 TOLERANCE = {"float32": 1e-4, "bfloat16": 0.1}
 
 

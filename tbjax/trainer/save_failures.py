@@ -13,8 +13,8 @@ ORBAX_LOG = logging.getLogger("absl")  # Orbax logs through absl's logging
 
 
 class HeldErrors(logging.Filter):
-    """Orbax logs a failed save once per thread that saw it fail, each with its traceback (dozens, ~900
-    lines), while the checkpointer reports that failure itself in one line. So Orbax's ERROR records wait
+    """Orbax logs a failed save once per thread that saw it fail, each with its traceback (dozens of them),
+    while the checkpointer reports that failure itself in one line. So Orbax's ERROR records wait
     here: dropped when the save's failure is raised, let through as they were if the save succeeded."""
 
     def __init__(self) -> None:
@@ -39,7 +39,7 @@ class HeldErrors(logging.Filter):
 def quiet_orphaned_writes() -> None:
     """When a save fails, Orbax's event loop for it ends while TensorStore's other writes of that save are still
     running; as each ends, its native thread prints "Event loop is closed" through the interpreter's error hooks
-    (about 45 tracebacks beside the run's one line), while the save is still failing, before the failure reaches
+    (dozens of tracebacks beside the run's one line), while the save is still failing, before the failure reaches
     the checkpointer. So from the first Checkpointer on, those reports, and only those, are dropped: no code of
     ours leaves a callback to a closed loop (the engine's worker checks before it delivers)."""
     if getattr(sys.excepthook, "quiets_orphaned_writes", False):

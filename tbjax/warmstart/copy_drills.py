@@ -117,8 +117,8 @@ def drill_batch(renderer: ChatRenderer, seed: int, step: int, steps: int) -> lis
     """The drills of update `step` of `steps`: enough to fill ROWS rows of drill_row_len tokens nine-tenths, a
     pure function of its arguments so a resumed warm start draws what an uninterrupted one would. By quarters:
     one value per drill, up to two, up to MAX_VALUES, then up to MAX_VALUES with 1 to MAX_LOOKUPS lookups
-    between statement and call. Copying one number forms within ~150 updates, while picking the named one of
-    three from the start did not in 300 (nll stayed at 1.15 per trained token)."""
+    between statement and call. Copying one number forms first; picking the named one of three from the start
+    did not form at all (tbjax/pipeline/README.md, Experiments behind the recipe)."""
     rng = np.random.default_rng([seed, step, 2])
     quarter = _quarter(step, steps)
     at_most = min(MAX_VALUES, 1 + quarter)
