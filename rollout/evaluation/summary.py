@@ -37,9 +37,6 @@ from rollout.metrics import (
 )
 from rollout.records import TrialRecord, task_counts, usage_dict
 
-SUMMARY_KEYS = ("tasks", "trials", "k", "pass@1", "pass@k", "pass^k", "observed_k_of_k", "all_clean_trials_passed",
-                "system_errors", "tokens", "malformed_tool_calls", "cost_usd")
-
 
 def campaign_k(records: Sequence[TrialRecord]) -> int:
     """Trials per task: the most trials (clean or not) recorded for one task."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
 
 from rollout.interpret.calls import MalformedCall, MalformedKind, ToolCall
 from rollout.interpret.formats import ToolCallFormat, split_tool_calls
@@ -40,15 +39,6 @@ class AssistantTurn:
     @property
     def malformed_by_kind(self) -> Counter[MalformedKind]:
         return Counter(call.kind for call in self.malformed)
-
-    def as_message(self) -> dict[str, Any]:
-        """The turn as an OpenAI-style assistant message (valid calls only), for transcripts and templates."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.visible}
-        if self.reasoning:
-            message["reasoning_content"] = self.reasoning
-        if self.tool_calls:
-            message["tool_calls"] = [call.as_openai() for call in self.tool_calls]
-        return message
 
 
 def parse_assistant(text: str, tools: ToolCatalog, fmt: ToolCallFormat, *, truncated: bool = False,

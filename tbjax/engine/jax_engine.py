@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Sequence
-from pathlib import Path
 
 import numpy as np
 from flax import nnx
@@ -22,7 +21,7 @@ from tbjax.engine.device_step import bucket, score
 from tbjax.engine.request_checks import memory_tags, refuse_unrunnable
 from tbjax.engine.requests import Request
 from tbjax.engine.weight_checks import load_servable, refuse_non_finite
-from tbjax.models import Qwen, from_pretrained
+from tbjax.models import Qwen
 from tbjax.models.decoding import KVCache
 from tbjax.parallel.offload import HostOffload
 
@@ -41,10 +40,6 @@ class JaxEngine(ContinuousBatching):
         super().__init__(model, slots=slots, max_len=max_len, weight_version=weight_version, seed=seed,
                          prefill_chunk=prefill_chunk, deterministic=deterministic, decode_steps=decode_steps,
                          session_hold_s=session_hold_s)
-
-    @classmethod
-    def from_pretrained(cls, path: str | Path, **kwargs) -> JaxEngine:
-        return cls(from_pretrained(path), **kwargs)
 
     # ----------------------------------------------------------------- the Engine protocol
     async def generate(self, input_ids: Sequence[int], sampling: SamplingParams, *,

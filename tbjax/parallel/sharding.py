@@ -55,10 +55,6 @@ class ShardingRules:
 
     pairs: tuple[tuple[str, MeshAxes], ...] = tuple(DEFAULT_RULES.items())
 
-    def with_overrides(self, overrides: Mapping[str, Sequence[str]]) -> ShardingRules:
-        merged = {**dict(self.pairs), **{k: tuple(v) for k, v in overrides.items()}}
-        return ShardingRules(tuple(merged.items()))
-
     def mesh_axes(self, logical: str | None) -> MeshAxes:
         if logical is None:
             return ()

@@ -42,7 +42,6 @@ class Verdict:
     step: int
     score: float
     best_step: int
-    best_score: float
 
     @property
     def new_best(self) -> bool:
@@ -82,15 +81,15 @@ class Validation:
     async def score(self, step: int, engine: Any, interpreter: Interpreter, opener: SessionOpener) -> Verdict:
         """Scores the policy `engine` serves as step `step`'s (on the driver; the other processes pass None
         and wait for the verdict), or reads the score a resumed run already has."""
-        values = np.zeros(4, np.float64)
+        values = np.zeros(3, np.float64)
         if is_driver():
             scores = self.scores()
             if step not in scores:
                 scores[step] = await self._run(step, engine, interpreter, opener)
             best = max(sorted((s for s in scores if s <= step), reverse=True), key=lambda s: scores[s])
-            values[:] = (step, scores[step], best, scores[best])
+            values[:] = (step, scores[step], best)
         values = broadcast_from_driver(values)
-        return Verdict(int(values[0]), float(values[1]), int(values[2]), float(values[3]))
+        return Verdict(int(values[0]), float(values[1]), int(values[2]))
 
     async def _run(self, step: int, engine: Any, interpreter: Interpreter, opener: SessionOpener) -> float:
         v = self.config.validation

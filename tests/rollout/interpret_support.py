@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout.interpret import ChatRenderer
+from rollout.interpret import AssistantTurn, ChatRenderer
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
     {"type": "function", "function": {
@@ -28,6 +28,17 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
             "notify": {"type": "array", "items": {"type": "string"}},
             "options": {"type": "object"}}}}},
 ]
+
+
+def assistant_message(turn: AssistantTurn) -> dict[str, Any]:
+    """An interpreted turn as an OpenAI-style assistant message (valid calls only), to compare with the
+    conversation's message it was sampled from."""
+    message: dict[str, Any] = {"role": "assistant", "content": turn.visible}
+    if turn.reasoning:
+        message["reasoning_content"] = turn.reasoning
+    if turn.tool_calls:
+        message["tool_calls"] = [call.as_openai() for call in turn.tool_calls]
+    return message
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

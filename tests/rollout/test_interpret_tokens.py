@@ -10,7 +10,7 @@ import pytest
 from rollout.interpret import AnchorMismatchError, Interpreter, TemplateError, TokenSequence, ToolCatalog
 from rollout.trajectory import Trajectory
 from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
-from tests.rollout.interpret_support import TOOL_SCHEMAS, sampled_text, six_turn_conversation
+from tests.rollout.interpret_support import TOOL_SCHEMAS, assistant_message, sampled_text, six_turn_conversation
 
 TOOLS = ToolCatalog(TOOL_SCHEMAS)
 
@@ -48,7 +48,7 @@ def test_six_turn_trajectory_decodes_to_the_rendered_conversation(tokenizer, fmt
         seq.add_sampled(sampled, [-0.25] * len(sampled))
         turn = interp.interpret(sampled, TOOLS)
         assert not turn.truncated and not turn.malformed
-        assert turn.as_message() == _normalised(conversation[index])
+        assert assistant_message(turn) == _normalised(conversation[index])
         delta = interp.continuation(sampled, conversation[index + 1:following])
         assert delta[0] != interp.end_of_turn_id  # the turn closed itself: nothing unsampled is inserted
         seq.add_context(delta)

@@ -60,11 +60,6 @@ class TensorLayout:
         shape = self.hf_shape
         return shape if self.full_rows is None else (self.full_rows, *shape[1:])
 
-    def from_hf(self, tensor: np.ndarray) -> np.ndarray:
-        if tuple(tensor.shape) != self.hf_shape:
-            raise ValueError(f"expected HF shape {self.hf_shape}, got {tuple(tensor.shape)}")
-        return (tensor.T if self.transposed else tensor).reshape(self.inner_shape)
-
     def to_hf(self, inner: np.ndarray) -> np.ndarray:
         flat = inner.reshape(self.hf_shape[::-1] if self.transposed else self.hf_shape)
         return np.ascontiguousarray(flat.T if self.transposed else flat)

@@ -61,7 +61,7 @@ def test_qwen3_5_vocabulary_written_offline_carries_qwen3_xml_tool_calls(tmp_pat
     """The Qwen3.5 vocabulary as tokenizer.json in a model directory, loaded as training loads it: a qwen3_xml
     tool call renders with the tags on Qwen's ids and reads back as the same call."""
     from rollout.interpret import Interpreter, ToolCatalog
-    from tests.rollout.interpret_support import TOOL_SCHEMAS, call
+    from tests.rollout.interpret_support import TOOL_SCHEMAS, assistant_message, call
 
     main(["qwen3.5", str(tmp_path)])
     assert "(248077 tokens)" in capsys.readouterr().out
@@ -72,4 +72,4 @@ def test_qwen3_5_vocabulary_written_offline_carries_qwen3_xml_tool_calls(tmp_pat
     assert reply.startswith("<tool_call>\n<function=get_plan>\n<parameter=account_id>\nAC-7\n</parameter>")
     ids = interp.encode(reply)
     assert ids[0] == 248058 and ids[-1] == 248046  # <tool_call> ... <|im_end|>, as sampled
-    assert interp.interpret(ids, ToolCatalog(TOOL_SCHEMAS)).as_message() == message
+    assert assistant_message(interp.interpret(ids, ToolCatalog(TOOL_SCHEMAS))) == message
