@@ -54,7 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from tbjax.config import Config
 from tbjax.models import Qwen
@@ -127,7 +127,7 @@ class GRPOTrainer:
             PolicyStructure(self.graphdef, abstract, self.abstract_frozen, self.compute_dtype),
             Objective(self.loss, temperature, logprob_chunk), self.optimizer, self.shardings)
 
-    def _shardings(self, mesh: Mesh) -> UpdateShardings:
+    def _shardings(self, mesh: Mesh | AbstractMesh) -> UpdateShardings:
         """The state shards like the parameters (AdamW's moments and the masters too; its counters are
         replicated), the base weights like theirs, and a batch's rows over the batch mesh axes."""
         params = nnx.to_pure_dict(param_shardings(self.abstract_state, mesh, self.rules))
