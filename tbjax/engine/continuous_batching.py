@@ -13,6 +13,7 @@ import logging
 import random
 import threading
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 from flax import nnx
@@ -68,7 +69,7 @@ class ContinuousBatching:
         self._worker = threading.Thread(target=self._run, name="jax-engine", daemon=True)
         self._worker.start()
 
-    def _with_engine_idle(self, action) -> None:
+    def _with_engine_idle(self, action: Callable[[], None]) -> None:
         """Runs `action` with no generation in flight, holding new admissions back meanwhile."""
         with self._cond:
             self._draining += 1
@@ -106,7 +107,7 @@ class ContinuousBatching:
             self._fail_everything(error)
         finally:
             with self._cond:
-                for request in list(self._pending) + [s.request for s in self.table.active()]:
+                for request in list(self._pending) + self.table.running():
                     request.fail(EngineError("the JAX engine stopped"))
                 self._cond.notify_all()
 
@@ -118,8 +119,9 @@ class ContinuousBatching:
             return []
         admitted = self.table.admit(self._pending, self.session_hold_s)
         for slot, reused in admitted:
-            slot.request.weight_version = self.weight_version
-            slot.request.cached_tokens = reused
+            request = slot.running
+            request.weight_version = self.weight_version
+            request.cached_tokens = reused
         return admitted
 
     def _seed(self, request: Request) -> int:
@@ -135,15 +137,22 @@ class ContinuousBatching:
 
     def _prefill(self, slot: Slot, reused: int) -> None:
         """Caches the prompt beyond the reused prefix, chunk by chunk; the last chunk samples the first token."""
-        request = slot.request
-        for start in range(reused, len(request.input_ids), self.prefill_chunk):
-            todo = request.input_ids[start:start + self.prefill_chunk]
-            tokens = np.zeros((1, bucket(len(todo), self.max_len)), np.int32)
-            tokens[0, :len(todo)] = todo
-            kv_len = max(bucket(start + len(todo), self.max_len), MIN_KV_BUCKET)
-            next_tokens, logprobs = self._step([slot], tokens, [start], [len(todo) - 1], kv_len)
+        request = slot.running
+        # a slot reuses at most all but the last prompt token (SlotTable._reusable), so there is a last chunk
+        *earlier, last = range(reused, len(request.input_ids), self.prefill_chunk)
+        for start in earlier:
+            self._prefill_chunk(slot, start)
+        next_tokens, logprobs = self._prefill_chunk(slot, last)
         slot.tokens = list(request.input_ids)
         self._record(slot, int(next_tokens[0]), float(logprobs[0]))
+
+    def _prefill_chunk(self, slot: Slot, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Caches the prompt's chunk from `start` -> the token sampled after it and its log-prob."""
+        todo = slot.running.input_ids[start:start + self.prefill_chunk]
+        tokens = np.zeros((1, bucket(len(todo), self.max_len)), np.int32)
+        tokens[0, :len(todo)] = todo
+        kv_len = max(bucket(start + len(todo), self.max_len), MIN_KV_BUCKET)
+        return self._step([slot], tokens, [start], [len(todo) - 1], kv_len)
 
     def _decode(self) -> None:
         """Feeds every busy slot its last sampled token and samples the next `steps` tokens of each in one
@@ -166,7 +175,9 @@ class ContinuousBatching:
         tokens, logprobs = np.asarray(tokens), np.asarray(logprobs)
         for i, slot in enumerate(rows):
             request = slot.request
-            for j in range(steps if request else 0):
+            if request is None:
+                continue
+            for j in range(steps):
                 slot.tokens.append(request.output_ids[-1])  # what this step fed is now cached
                 self._record(slot, int(tokens[i, j]), float(logprobs[i, j]))
                 if slot.request is not request:
@@ -189,7 +200,7 @@ class ContinuousBatching:
 
     def _room(self, slot: Slot) -> int:
         """Tokens `slot` may still sample before max_new_tokens or the end of its cache row."""
-        request = slot.request
+        request = slot.running
         return max(1, min(request.sampling.max_new_tokens - len(request.output_ids),
                           self.max_len - 1 - len(slot.tokens)))
 
@@ -231,12 +242,13 @@ class ContinuousBatching:
         return RowSampling.stack([self._sampling_row(r) for r in requests])
 
     def _record(self, slot: Slot, token: int, logprob: float) -> None:
-        slot.request.output_ids.append(token)
-        slot.request.logprobs.append(logprob)
+        request = slot.running
+        request.output_ids.append(token)
+        request.logprobs.append(logprob)
         self._finish_if_done(slot, token)
 
     def _finish_if_done(self, slot: Slot, token: int) -> None:
-        request = slot.request
+        request = slot.running
         reason = None
         if token in request.sampling.stop_token_ids:
             reason = "stop"
@@ -252,7 +264,7 @@ class ContinuousBatching:
     def _fail_everything(self, error: BaseException) -> None:
         with self._cond:
             self._failure = error
-            for request in list(self._pending) + [s.request for s in self.table.active()]:
+            for request in list(self._pending) + self.table.running():
                 request.fail(EngineError(f"the JAX engine's worker failed: {error!r}"))
             self._pending.clear()
             self._cond.notify_all()

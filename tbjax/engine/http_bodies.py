@@ -73,8 +73,15 @@ class Limits:
         return {"limits": self}
 
 
+def _limits(info: ValidationInfo) -> Limits:
+    """The limits a body is validated against: the server passes them as `Limits.context`."""
+    if info.context is None:
+        raise RuntimeError("a generate body is validated with context=Limits(...).context, the served limits")
+    return info.context["limits"]
+
+
 def _below_vocabulary(token: int, info: ValidationInfo) -> int:
-    vocab_size = info.context["limits"].vocab_size
+    vocab_size = _limits(info).vocab_size
     if token >= vocab_size:
         raise PydanticCustomError("less_than", "Input should be less than {lt}, the model's vocabulary size",
                                   {"lt": vocab_size})
@@ -82,7 +89,7 @@ def _below_vocabulary(token: int, info: ValidationInfo) -> int:
 
 
 def _fits_the_cache(input_ids: list[int], info: ValidationInfo) -> list[int]:
-    longest = info.context["limits"].max_prompt_tokens
+    longest = _limits(info).max_prompt_tokens
     if len(input_ids) > longest:
         raise PydanticCustomError("too_long", "Prompt should have at most {max_length} tokens to fit the engine's "
                                   "max_len, not {actual_length}", {"max_length": longest,

@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 from flax import nnx
+from jax.sharding import AbstractMesh
 
 from rollout.engines.protocol import EngineError, Generation, SamplingParams, TokenScores
 from rollout.engines.sglang import KV_CACHE, WEIGHTS
@@ -35,7 +36,10 @@ class JaxEngine(ContinuousBatching):
     def __init__(self, model: Qwen, *, slots: int = 8, max_len: int = 4096, weight_version: str = "0",
                  seed: int = 0, prefill_chunk: int = 512, deterministic: bool = False, decode_steps: int = 16,
                  session_hold_s: float = 30.0):
-        self.mesh = model.mesh
+        if isinstance(model.mesh, AbstractMesh):
+            raise ValueError("the engine runs a model on devices, and this one is laid out on an abstract mesh "
+                             "(a plan's), which has none")
+        self.mesh = model.mesh  # new weights load onto it (update_weights)
         self._offload = HostOffload()
         super().__init__(model, slots=slots, max_len=max_len, weight_version=weight_version, seed=seed,
                          prefill_chunk=prefill_chunk, deterministic=deterministic, decode_steps=decode_steps,

@@ -40,8 +40,16 @@ def refuse_unrunnable(input_ids: Sequence[int], sampling: SamplingParams, vocab_
         raise ValueError(f"seed must be an integer or None, got {sampling.seed!r}")
     for name in ("temperature", "top_p", "min_p"):
         value = getattr(sampling, name)
-        if not isinstance(value, numbers.Real) or not abs(value) <= FLOAT32_MAX:  # False for NaN
+        if not _finite_in_float32(value):
             raise ValueError(f"{name} must be a number, finite in float32, got {value!r}")
+
+
+def _finite_in_float32(value: object) -> bool:
+    """A real number (Python's or NumPy's) within float32's range: not NaN, not infinite, not an integer past
+    float32's largest value (compared exactly, so one past float64's range is refused rather than overflowing)."""
+    if isinstance(value, numbers.Integral):
+        return abs(int(value)) <= FLOAT32_MAX
+    return isinstance(value, numbers.Real) and abs(float(value)) <= FLOAT32_MAX  # False for NaN
 
 
 def _integer(value: object) -> bool:
@@ -61,7 +69,7 @@ def _token_ids(ids: object, vocab_size: int) -> bool:
 
 def memory_tags(tags: Collection[str] | None) -> set[str]:
     """SGLang's tags (None: all of them); an unknown tag is the caller's mistake, not something to ignore."""
-    known = set(MEMORY_TAGS)
+    known: set[str] = set(MEMORY_TAGS)
     if tags is None:
         return known
     unknown = set(tags) - known

@@ -72,6 +72,13 @@ class Slot:
     def busy(self) -> bool:
         return self.request is not None
 
+    @property
+    def running(self) -> Request:
+        """The request this busy slot runs (an idle slot runs none: asking it is a bug in the caller)."""
+        if self.request is None:
+            raise RuntimeError(f"slot {self.index} is idle: it runs no request")
+        return self.request
+
 
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
@@ -97,6 +104,10 @@ class SlotTable:
 
     def active(self) -> list[Slot]:
         return [s for s in self.slots if s.busy]
+
+    def running(self) -> list[Request]:
+        """The requests the busy slots run."""
+        return [s.request for s in self.slots if s.request is not None]
 
     def assign(self, request: Request) -> tuple[Slot, int] | None:
         """An idle slot for `request` and how many of its prompt tokens that slot already caches (the

@@ -15,6 +15,7 @@ batch; the other rows' way (bisection over the vocabulary) runs only when some r
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -26,12 +27,13 @@ TOP_K_WINDOW = 64
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
 class RowSampling:
-    """Per-row sampling settings, [rows] each. top_k <= 0 means off; top_p 1 and min_p 0 are off."""
+    """Per-row sampling settings, [rows] each: NumPy arrays as `stack` builds them on the host, jax Arrays
+    inside a compiled step. top_k <= 0 means off; top_p 1 and min_p 0 are off."""
 
-    temperature: jax.Array
-    top_k: jax.Array
-    top_p: jax.Array
-    min_p: jax.Array
+    temperature: jax.Array | np.ndarray
+    top_k: jax.Array | np.ndarray
+    top_p: jax.Array | np.ndarray
+    min_p: jax.Array | np.ndarray
 
     @classmethod
     def stack(cls, rows: list[tuple[float, int, float, float]]) -> RowSampling:
@@ -40,7 +42,8 @@ class RowSampling:
                    np.asarray(m, np.float32))
 
 
-def _largest_threshold(probs: jax.Array, measure, target: jax.Array, iterations: int = 40) -> jax.Array:
+def _largest_threshold(probs: jax.Array, measure: Callable[[jax.Array], jax.Array], target: jax.Array | np.ndarray,
+                       iterations: int = 40) -> jax.Array:
     """Per row, (up to 2^-iterations of the top probability) the largest t with measure(probs >= t) >= target,
     by bisection: [rows, vocab] elementwise passes instead of a sort, which XLA's CPU backend does slowly."""
     low = jnp.zeros(probs.shape[:1], probs.dtype)

@@ -34,8 +34,9 @@ SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention
          "head_dim", "vocab_size", "num_experts", "moe_intermediate_size")
 
 
-def load_servable(hf_dir: str | Path, mesh: Mesh, served: ModelConfig) -> Qwen:
-    """The model in `hf_dir`, read with the served runtime (dtypes, attention) and checked."""
+def load_servable(hf_dir: str | Path, mesh: Mesh | None, served: ModelConfig) -> Qwen:
+    """The model in `hf_dir`, read with the served runtime (dtypes, attention) and checked, sharded over the
+    served model's `mesh` (None: one device, as the served model is)."""
     try:
         refuse_other_sizes(Path(hf_dir), served)
         model = from_pretrained(hf_dir, mesh=mesh, runtime=served.runtime)
