@@ -124,7 +124,7 @@ def campaign_names(a: Path, b: Path) -> tuple[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    p = argparse.ArgumentParser(prog="python -m rollout.compare", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m rollout.compare", description=(__doc__ or "").split("\n")[0])
     p.add_argument("a", type=Path, help="trial records of campaign A (e.g. the base policy)")
     p.add_argument("b", type=Path, help="trial records of campaign B (e.g. the trained policy)")
     p.add_argument("--out", required=True, type=Path)

@@ -75,7 +75,7 @@ async def evaluate(tasks: Sequence[Task], runner: TrialRunner, *, out: str | Pat
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m rollout.evaluate", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m rollout.evaluate", description=(__doc__ or "").split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path, help="output directory")
     p.add_argument("--k", type=int, default=20, help="trials per task")

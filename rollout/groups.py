@@ -26,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from typing import Any, Generic, TypeVar
 
 from rollout.failures import INFRASTRUCTURE_ERRORS, system_error_kind
 from rollout.trajectory import Trajectory
@@ -235,7 +235,7 @@ class GroupScheduler(Generic[T]):
         return trajectory
 
 
-async def _gather(coroutines: list[Awaitable[T]]) -> list[T]:
+async def _gather(coroutines: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
     """Like asyncio.gather, but a failure cancels the siblings and is raised as itself (not a group): a bug
     in one episode stops the batch instead of leaving episodes running unattended."""
     try:

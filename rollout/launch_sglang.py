@@ -30,6 +30,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Sequence
+from typing import NoReturn
 
 log = logging.getLogger("rollout.launch_sglang")
 
@@ -116,7 +117,7 @@ class Supervisor:
             self.check()
         return self.urls
 
-    def watch(self) -> None:
+    def watch(self) -> NoReturn:
         while True:
             time.sleep(self.config.poll_s)
             self.check()
@@ -234,7 +235,7 @@ def _lora_flags(config: LaunchConfig) -> list[str]:
 
 def parse_args(argv: Sequence[str]) -> tuple[LaunchConfig, bool]:
     """The launch configuration and whether this is a dry run."""
-    p = argparse.ArgumentParser(prog="python -m rollout.launch_sglang", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m rollout.launch_sglang", description=(__doc__ or "").split("\n")[0],
                                 epilog="Arguments after `--` go to every server unchanged.")
     p.add_argument("--model-path", required=True, help="HF directory of the policy")
     p.add_argument("--tp", type=int, default=8, help="tensor parallel size of each server")

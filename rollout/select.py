@@ -105,7 +105,7 @@ def _read_ids(path: Path) -> list[str]:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m rollout.select", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m rollout.select", description=(__doc__ or "").split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--from-trials", type=Path, help="the base policy's trial records (else run them: --engine)")

@@ -98,7 +98,7 @@ def benchmark_exclusion(modules: Sequence[str] = BENCHMARK_MODULES) -> Benchmark
             found = False
         if found:
             module = importlib.import_module(name)
-            predicate = getattr(module, "is_benchmark_task", None)
+            predicate: Callable[[str], bool] | None = getattr(module, "is_benchmark_task", None)  # as documented
             exclusion = exclusion.merged(getattr(module, "BENCHMARK_TASK_IDS", ()),
                                          getattr(module, "BENCHMARK_TASK_PREFIXES", ()),
                                          [predicate] if callable(predicate) else [])
@@ -126,7 +126,7 @@ def split_tasks(source: TaskSource, split: Split | None, *, for_training: bool =
         raise TaskChoiceError(f"{names.domains}: {error}") from error
     where = f"{names.file} {source.file}" if source.file else "the known domains"
     if source.file:  # refused there already, by id, before the tasks' domains must be known
-        every = _file_tasks(source, split, for_training)
+        every = _file_tasks(Path(source.file), split, for_training, names)
     else:
         every = load_tasks(split=split)
         if for_training:
@@ -148,10 +148,9 @@ def split_tasks(source: TaskSource, split: Split | None, *, for_training: bool =
     return tasks
 
 
-def _file_tasks(source: TaskSource, split: Split | None, for_training: bool) -> list[Task]:
+def _file_tasks(path: Path, split: Split | None, for_training: bool, names: SettingNames) -> list[Task]:
     """The file's `split` tasks, sealed against their domains; for training, a benchmark task of either split
     is refused before its domain would have to be known."""
-    path, names = Path(source.file), source.names
     if not path.is_file():
         raise MissingTaskInput(f"{names.file}: {path} does not exist; write your tasks there (envs.write_jsonl, "
                                f"one Task per line), or drop {names.file} to use the domains' own tasks")

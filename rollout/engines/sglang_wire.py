@@ -86,7 +86,7 @@ def parse_scores(body: Any, input_ids: Sequence[int], default_version: str, sour
     per prompt token, the first with logprob null (nothing predicts it); each must name its prompt token."""
     meta = body.get("meta_info") if isinstance(body, dict) else None
     entries = meta.get("input_token_logprobs") if isinstance(meta, dict) else None
-    if not isinstance(entries, list) or len(entries) != len(input_ids):
+    if not isinstance(meta, dict) or not isinstance(entries, list) or len(entries) != len(input_ids):
         raise ProtocolError(f"a scoring /generate response needs meta_info.input_token_logprobs with one entry per "
                             f"prompt token ({len(input_ids)}), got {str(entries)[:200]}; the server must support "
                             "logprob_start_len")

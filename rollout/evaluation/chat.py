@@ -164,12 +164,12 @@ def chat_trial_runner(agent: ChatAgent, *, opener: SessionOpener | None = None,
                 error = error or system_error_kind(exc, "grader")
             if verdict is not None and verdict.system_error:
                 error = error or verdict.system_error
-        scored = error is None and verdict is not None
+        scored = verdict if error is None else None  # the verdict, unless a system error voids it
         return TrialRecord(
-            task_id=task.id, domain=task.domain, trial=index, passed=bool(verdict.passed) if scored else None,
+            task_id=task.id, domain=task.domain, trial=index, passed=bool(scored.passed) if scored else None,
             system_error=None if scored else (error or "grader"), termination=termination if scored else "system_error",
             turns=state["turns"], usage=usage, model=model_name or config.endpoint.model, weight_version=None,
-            seconds=round(time.perf_counter() - start, 3), diff=verdict_lines(verdict) if scored else [],
-            outcome=verdict.outcome if scored else None, malformed_tool_calls=state["malformed"])
+            seconds=round(time.perf_counter() - start, 3), diff=verdict_lines(scored) if scored else [],
+            outcome=scored.outcome if scored else None, malformed_tool_calls=state["malformed"])
 
     return trial

@@ -74,10 +74,9 @@ def _block(records: Sequence[TrialRecord], k: int, prices: PriceTable | None) ->
     block = score_block(counts, k)
     errors = Counter(r.system_error for r in records if r.system_error is not None)
     block["system_errors"] = {"total": sum(errors.values()), "by_kind": dict(sorted(errors.items()))}
-    tokens = sum_usage([usage_dict(r) for r in records])
-    tokens["total"] = tokens["prompt_tokens"] + tokens["completion_tokens"]
-    tokens["per_trial"] = tokens["total"] / len(records) if records else None
-    block["tokens"] = tokens
+    usage = sum_usage([usage_dict(r) for r in records])
+    total = usage["prompt_tokens"] + usage["completion_tokens"]
+    block["tokens"] = {**usage, "total": total, "per_trial": total / len(records) if records else None}
     block["malformed_tool_calls"] = sum(r.malformed_tool_calls for r in records)
     block["cost_usd"] = cost_breakdown(_campaign_cost(records, prices), len(records),
                                        sum(t.c for t in counts), block["observed_k_of_k"]["count"])

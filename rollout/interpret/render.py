@@ -51,11 +51,12 @@ class ChatRenderer:
             raise TemplateError("the tokenizer has no chat template; save one with the model (tokenizer_config "
                                 "or chat_template.jinja), e.g. tbjax/assets/chat_template.jinja")
         self.tokenizer = tokenizer
-        self.tool_call_format = tool_call_format
+        self.tool_call_format: ToolCallFormat = tool_call_format
         self.template_kwargs = {**(template_kwargs or {}), "tool_call_format": tool_call_format}
-        self.end_of_turn_id = self._token_id(END_OF_TURN)
-        if self.end_of_turn_id is None:
+        end_of_turn_id = self._token_id(END_OF_TURN)
+        if end_of_turn_id is None:
             raise TemplateError(f"the tokenizer has no {END_OF_TURN} token; it is not a Qwen-style chat tokenizer")
+        self.end_of_turn_id: int = end_of_turn_id
         stops = (self.end_of_turn_id, self._token_id(END_OF_TEXT), tokenizer.eos_token_id)
         self.stop_token_ids: tuple[int, ...] = tuple(dict.fromkeys(t for t in stops if isinstance(t, int)))
         self.special_tokens: tuple[str, ...] = tuple(tokenizer.all_special_tokens)
@@ -74,16 +75,22 @@ class ChatRenderer:
     def render(self, messages: Sequence[Message], *, tools: ToolCatalog | None = None,
                add_generation_prompt: bool = False) -> str:
         """The chat template's text for `messages` (what the token ids must decode to)."""
-        return self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages], tools=tools.schemas if tools else None, tokenize=False,
+        text = self.tokenizer.apply_chat_template(
+            [dict(m) for m in messages], tools=[dict(s) for s in tools.schemas] if tools else None, tokenize=False,
             add_generation_prompt=add_generation_prompt, **self.template_kwargs)
+        if not isinstance(text, str):
+            raise TemplateError(f"apply_chat_template(tokenize=False) returned {type(text).__name__}, not text")
+        return text
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Exact text of `token_ids`, special tokens included."""
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        text = self.tokenizer.decode(list(token_ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        if not isinstance(text, str):  # a batch decodes to a list; one sequence to its text
+            raise TypeError(f"decoding one sequence returned {type(text).__name__}, not text")
+        return text
 
     def first_prompt(self, messages: Sequence[Message], tools: ToolCatalog | None = None) -> list[int]:
         """System messages (policy), tools and the first user turn, ending with the generation prompt."""

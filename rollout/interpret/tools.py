@@ -15,7 +15,7 @@ from jsonschema import exceptions, validators
 from rollout.interpret.calls import MalformedCall, RawCall, ToolCall
 from rollout.interpret.coerce import coerce_arguments
 
-_EMPTY_PARAMETERS: Mapping[str, Any] = {"type": "object", "properties": {}}
+_EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 _MAX_DETAIL = 300  # characters of a validation message sent back
 _MAX_QUOTE = 60  # characters of a quoted argument value in it
 _MAX_ERRORS = 3  # the most relevant problems, so the agent can fix several at once
