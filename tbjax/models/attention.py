@@ -7,21 +7,22 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jax.sharding import Mesh
+from jax.sharding import AbstractMesh, Mesh
 
 from tbjax.models.architecture import ModelConfig
 from tbjax.models.attention_kernels import attend
 from tbjax.models.layers import Projection, RMSNorm
 from tbjax.models.rope import apply_rotary
 from tbjax.parallel.sharding import ShardingRules
+from tbjax.sections.model import AttentionImpl
 
 
 class Attention(nnx.Module):
-    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs | None, mesh: Mesh | None = None,
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs | None, mesh: Mesh | AbstractMesh | None = None,
                  rules: ShardingRules | None = None):
         d, hd = cfg.hidden_size, cfg.head_dim
         bias = cfg.qkv_bias
-        self.impl = cfg.runtime.attention_impl
+        self.impl: AttentionImpl = cfg.runtime.attention_impl
         self.mesh, self.rules = mesh, rules
         self.gated = cfg.attn_output_gate
         # gated: each head's projection is [query | gate], as in the HF tensor, so heads stay contiguous
@@ -45,7 +46,7 @@ class Attention(nnx.Module):
         gate = None
         if self.gated:
             q, gate = jnp.split(q, 2, axis=-1)
-        if self.q_norm is not None:
+        if self.q_norm is not None and self.k_norm is not None:  # both or neither (cfg.qk_norm)
             q, k = self.q_norm(q), self.k_norm(k)
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v, gate
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, PartitionSpec
 
 from tbjax.parallel.sharding import ShardingRules
 from tbjax.sections.model import AttentionImpl
@@ -64,7 +65,8 @@ def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Arr
     return jnp.concatenate(out, axis=1)
 
 
-def cudnn_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, backend: str | None) -> jax.Array:
+def cudnn_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array,
+                    backend: Literal["xla", "cudnn"] | None) -> jax.Array:
     """The fused kernel on GPU; `backend=None` runs the same call through XLA (for tests off GPU)."""
     return jax.nn.dot_product_attention(q, k, v, mask=mask, implementation=backend)
 
@@ -90,6 +92,8 @@ def splash_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Arr
     v = jnp.repeat(jnp.swapaxes(v, 1, 2), heads // kv_heads, axis=1)
     ids = splash.SegmentIds(q=segments, kv=segments)
     out = jax.vmap(kernel)(q, k, v, segment_ids=ids)
+    if isinstance(out, tuple):  # (out, residuals) comes back only from a kernel made with save_residuals
+        raise TypeError("splash attention returned residuals it was not asked for")
     return jnp.swapaxes(out, 1, 2)
 
 
@@ -157,7 +161,7 @@ PALLAS_KERNELS = {"splash": (splash_attention, "tpu"), "triton": (triton_attenti
 
 
 def pallas_attention_sharded(kernel: PallasKernel, q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Array,
-                             mesh: Mesh | None, rules: ShardingRules) -> jax.Array:
+                             mesh: Mesh | AbstractMesh | None, rules: ShardingRules) -> jax.Array:
     """A Pallas kernel per shard: it is opaque to the SPMD partitioner, so it runs under shard_map with the
     batch split as the activation rules say and heads split over the axes the `kv_heads` rule names (query
     heads split the same way, so each shard holds whole GQA groups)."""
@@ -177,7 +181,7 @@ def attend(
     v: jax.Array,
     segments: jax.Array,
     *,
-    mesh: Mesh | None = None,
+    mesh: Mesh | AbstractMesh | None = None,
     rules: ShardingRules | None = None,
     interpret: bool = False,
 ) -> jax.Array:
@@ -198,9 +202,11 @@ def attend(
     raise ValueError(f"attention_impl {impl!r} is unknown; use xla, cudnn, splash or triton")
 
 
-def _require_platform(impl: str, needed: str, mesh: Mesh | None) -> None:
+def _require_platform(impl: str, needed: str, mesh: Mesh | AbstractMesh | None) -> None:
     """The mesh's devices decide, not the default backend: ahead-of-time compilation for a TPU topology
     (tbjax.compile) runs on a CPU host whose mesh holds TPU devices."""
+    if isinstance(mesh, AbstractMesh):
+        raise ValueError(f"attention_impl={impl!r} runs on a mesh's devices, and an abstract mesh (a plan's) has none")
     platform = mesh.devices.flat[0].platform if mesh is not None else jax.default_backend()
     if platform != needed:
         raise ValueError(

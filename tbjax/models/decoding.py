@@ -116,7 +116,7 @@ def forward_cached(model: Qwen, cache: KVCache, tokens: jax.Array, slots: jax.Ar
             layer: tuple[int, ...]):
         return _attend_cached(nnx.merge(graphdef, state), x, cos, sin, k, v, layer, slots, starts, kv_len)
 
-    if cfg.runtime.scan_layers:
+    if isinstance(model.layers, DecoderBlock):  # one block stacked for lax.scan (runtime.scan_layers)
         graphdef, state = nnx.split(model.layers)
 
         def body(x, layer):
@@ -130,6 +130,9 @@ def forward_cached(model: Qwen, cache: KVCache, tokens: jax.Array, slots: jax.Ar
         k, v, linear = cache.k, cache.v, cache.linear
         for i, layer in enumerate(model.layers):
             if layer.linear:
+                if linear is None:
+                    raise ValueError("the cache has no linear-attention state for this hybrid model's linear layers; "
+                                     "make it with KVCache.zeros(model.config, ...)")
                 j = cfg.linear_layers.index(i)
                 x, layer_state = _mix_cached(layer, x, _layer(linear, j), slots, starts, ends)
                 linear = _set_layer(linear, j, layer_state)

@@ -100,8 +100,9 @@ def chunked_gated_delta(q: jax.Array, k: jax.Array, v: jax.Array, g: jax.Array, 
 
     def step(state, grouped):
         q, k, v, g, beta, docs, prev_doc = grouped
-        head_major = (*(jnp.swapaxes(x, -3, -2) for x in (q, k, v)), *(jnp.swapaxes(x, -2, -1) for x in (g, beta)))
-        return jax.lax.scan(across, state, _within_chunk(*head_major, docs, prev_doc))
+        q, k, v = (jnp.swapaxes(x, -3, -2) for x in (q, k, v))  # head-major
+        g, beta = (jnp.swapaxes(x, -2, -1) for x in (g, beta))
+        return jax.lax.scan(across, state, _within_chunk(q, k, v, g, beta, docs, prev_doc))
 
     state, out = jax.lax.scan(step, _initial(initial_state, b, h, dk, dv), xs)  # out [steps, group, b, c, h, dv]
     out = jnp.moveaxis(out, 2, 0).reshape(b, steps * group * chunk_size, h, dv)

@@ -25,6 +25,8 @@ def make_param(
     if len(shape) != len(axes):
         raise ValueError(f"shape {tuple(shape)} and logical axes {tuple(axes)} differ in rank")
     if init == "normal":
+        if rngs is None:
+            raise ValueError(f"a randomly initialised parameter (logical axes {tuple(axes)}) needs rngs")
         value = INIT_STD * jax.random.normal(rngs.params(), tuple(shape), jnp.float32)
     elif init == "ones":
         value = jnp.ones(tuple(shape), jnp.float32)

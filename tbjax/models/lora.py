@@ -18,6 +18,7 @@ layers' attention is. A target list that wraps nothing is refused rather than tr
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 
 import jax
 import jax.numpy as jnp
@@ -65,17 +66,33 @@ def _new_lora(fan_in: int, fan_out: int, spec: LoraSpec, rngs: nnx.Rngs) -> nnx.
                     b_metadata=replicated)
 
 
+def _adapter_path(path: tuple[Hashable, ...]) -> AdapterPath:
+    """A projection's path from nnx.iter_graph: attribute names and list indices."""
+    parts = tuple(part for part in path if isinstance(part, str | int))
+    if len(parts) != len(path):
+        raise TypeError(f"nnx path {path} has a part that is neither an attribute name nor a list index")
+    return parts
+
+
 def adapted_projections(model: Qwen) -> dict[AdapterPath, Projection]:
     """Every adapted projection of `model`, by path."""
-    return {tuple(path): node for path, node in nnx.iter_graph(model)
+    return {_adapter_path(path): node for path, node in nnx.iter_graph(model)
             if isinstance(node, Projection) and node.adapter is not None}
 
 
 def targeted_projections(model: Qwen, modules: frozenset[str]) -> dict[AdapterPath, Projection]:
     """The projections of `model` that the HF modules `modules` are, by path."""
     names = {part for module in modules for part in FUSED_MODULES.get(module, (module,))}
-    return {tuple(path): node for path, node in nnx.iter_graph(model)
+    return {_adapter_path(path): node for path, node in nnx.iter_graph(model)
             if isinstance(node, Projection) and path and path[-1] in names}
+
+
+def adapter_of(projection: Projection) -> Adapter:
+    """The adapter of an adapted projection (one of `adapted_projections`)."""
+    if not isinstance(projection.adapter, Adapter):
+        raise LoraError(f"the projection has no LoRA adapter (tbjax.models.lora.add_adapters adds them), "
+                        f"its adapter is {projection.adapter!r}")
+    return projection.adapter
 
 
 def add_adapters(model: Qwen, spec: LoraSpec, seed: int = 0) -> list[AdapterPath]:
@@ -114,7 +131,7 @@ def _fused_groups(targets: dict[AdapterPath, Projection]) -> list[list[AdapterPa
     for path in targets:
         key = (*path[:-1], part_of[path[-1]]) if path[-1] in part_of else path
         groups.setdefault(key, []).append(path)
-    order = {part: i for parts in FUSED_MODULES.values() for i, part in enumerate(parts)}
+    order: dict[str | int, int] = {part: i for parts in FUSED_MODULES.values() for i, part in enumerate(parts)}
     return [sorted(group, key=lambda path: order.get(path[-1], 0)) for group in groups.values()]
 
 
@@ -123,7 +140,7 @@ def merge_adapters(model: Qwen) -> None:
     computes what the adapted one did, with no adapter left to serve."""
     for projection in adapted_projections(model).values():
         kernel = projection.kernel[...]
-        delta = projection.adapter.delta().reshape(kernel.shape)
+        delta = adapter_of(projection).delta().reshape(kernel.shape)
         projection.kernel[...] = (kernel.astype(jnp.float32) + delta).astype(kernel.dtype)
         projection.adapter = None
     model.lora_spec = None

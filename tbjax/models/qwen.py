@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jax.sharding import Mesh
+from jax.sharding import AbstractMesh, Mesh
 
 from tbjax.models.architecture import ModelConfig
 from tbjax.models.attention import Attention
@@ -21,6 +21,7 @@ from tbjax.models.layers import MLP, RMSNorm, make_param
 from tbjax.models.moe import SparseMoE
 from tbjax.models.rope import Rotary
 from tbjax.parallel.sharding import ShardingRules, shard_activation
+from tbjax.sections.lora import LoraSpec
 
 REMAT_POLICIES = {
     "full": jax.checkpoint_policies.nothing_saveable,
@@ -33,7 +34,7 @@ class DecoderBlock(nnx.Module):
     """Pre-norm residual block: x + mixer(norm(x)), then + mlp(norm(x)) (dense or sparse MoE); the mixer is
     attention or, for `linear`, Gated DeltaNet."""
 
-    def __init__(self, cfg: ModelConfig, moe: bool, rngs: nnx.Rngs | None, mesh: Mesh | None = None,
+    def __init__(self, cfg: ModelConfig, moe: bool, rngs: nnx.Rngs | None, mesh: Mesh | AbstractMesh | None = None,
                  rules: ShardingRules | None = None, linear: bool = False):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg, rngs)
         self.linear = linear
@@ -55,7 +56,7 @@ class DecoderBlock(nnx.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
-def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs | None, mesh: Mesh | None,
+def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs | None, mesh: Mesh | AbstractMesh | None,
                     rules: ShardingRules) -> DecoderBlock:
     """All layers as one block whose parameters have a leading [layers] axis (for `lax.scan`)."""
     moe, linear = cfg.is_moe_layer(0), cfg.is_linear_layer(0)  # ModelConfig refuses scan over mixed layers
@@ -75,12 +76,12 @@ def _stacked_blocks(cfg: ModelConfig, rngs: nnx.Rngs | None, mesh: Mesh | None,
 class Qwen(nnx.Module):
     """`mesh`/`rules` (optional) pin the activations' sharding between blocks; parameters carry their own."""
 
-    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs | None = None, *, mesh: Mesh | None = None,
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs | None = None, *, mesh: Mesh | AbstractMesh | None = None,
                  rules: ShardingRules | None = None):
         self.config = cfg
         self.mesh = mesh
         self.rules = rules or ShardingRules()
-        self.lora_spec = None  # the LoraSpec of its adapters, once tbjax.models.lora.add_adapters adds them
+        self.lora_spec: LoraSpec | None = None  # its adapters' spec, once tbjax.models.lora.add_adapters adds them
         self.rotary = Rotary(cfg.rope, cfg.rotary_dim)
         self.embed_tokens = make_param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"),
                                        cfg.param_dtype, "normal")
@@ -130,7 +131,7 @@ class Qwen(nnx.Module):
 
         if runtime.remat != "none":
             run_block = jax.checkpoint(run_block, static_argnums=(0,), policy=REMAT_POLICIES[runtime.remat])
-        if runtime.scan_layers:
+        if isinstance(self.layers, DecoderBlock):  # one block stacked for lax.scan (runtime.scan_layers)
             graphdef, state = nnx.split(self.layers)
             x, _ = jax.lax.scan(lambda h, layer_state: (run_block(graphdef, layer_state, h), None), x, state)
             return x

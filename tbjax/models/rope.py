@@ -29,9 +29,17 @@ def inverse_frequencies(rope: RopeConfig, head_dim: int) -> tuple[np.ndarray, fl
     raise ValueError(f"unknown rope kind {rope.kind!r}")
 
 
+def _original_length(rope: RopeConfig) -> int:
+    """The context length the checkpoint was pre-trained at, which llama3 and yarn scale from."""
+    if rope.original_max_position_embeddings is None:
+        raise ValueError(f"{rope.kind} rope scaling needs original_max_position_embeddings (or the config's "
+                         "max_position_embeddings)")
+    return rope.original_max_position_embeddings
+
+
 def _llama3(rope: RopeConfig, inv_freq: np.ndarray) -> np.ndarray:
     """Long wavelengths are divided by `factor`, short ones kept, the band between interpolated."""
-    original = rope.original_max_position_embeddings
+    original = _original_length(rope)
     low_wavelen = original / rope.low_freq_factor
     high_wavelen = original / rope.high_freq_factor
     wavelen = 2 * math.pi / inv_freq
@@ -58,7 +66,7 @@ def _yarn(rope: RopeConfig, head_dim: int, exponents: np.ndarray) -> tuple[np.nd
             attention_factor = mscale(factor)
 
     def correction_dim(rotations: float) -> float:
-        original = rope.original_max_position_embeddings
+        original = _original_length(rope)
         return head_dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(rope.theta))
 
     low, high = correction_dim(rope.beta_fast), correction_dim(rope.beta_slow)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import jax
 import numpy as np
@@ -24,6 +25,16 @@ log = logging.getLogger(__name__)
 
 class MeshError(ValueError):
     """A mesh spec that is malformed or does not match the devices."""
+
+
+class MeshDevice(Protocol):
+    """What placing a mesh reads of a jax.Device (a class JAX's type information leaves unknown)."""
+
+    @property
+    def platform(self) -> str: ...
+
+    @property
+    def process_index(self) -> int: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,12 +72,12 @@ def parse_mesh_spec(text: str, layout: Sequence[str] | None = None) -> MeshSpec:
     unknown = set(axes) - set(MESH_AXES)
     if unknown or len(set(axes)) != len(axes):
         raise MeshError(f"mesh layout {axes} must name distinct axes from {MESH_AXES}")
-    sizes = dict.fromkeys(MESH_AXES, 1)
+    sizes: dict[str, int] = dict.fromkeys(MESH_AXES, 1)
     sizes.update(zip(axes, numbers, strict=True))
     return MeshSpec(sizes)
 
 
-def make_mesh(spec: MeshSpec, devices: Sequence[jax.Device] | None = None) -> Mesh:
+def make_mesh(spec: MeshSpec, devices: Sequence[MeshDevice] | None = None) -> Mesh:
     """A Mesh over all (global) devices; with several processes the leading axes span hosts."""
     devices = list(devices if devices is not None else jax.devices())
     if spec.num_devices != len(devices):
@@ -83,7 +94,7 @@ def make_mesh(spec: MeshSpec, devices: Sequence[jax.Device] | None = None) -> Me
     return Mesh(grid, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
 
 
-def _host_major_grid(spec: MeshSpec, devices: Sequence[jax.Device], num_processes: int) -> np.ndarray:
+def _host_major_grid(spec: MeshSpec, devices: Sequence[MeshDevice], num_processes: int) -> np.ndarray:
     """Hosts along the leading axes, each host's devices along the trailing ones (ICI inside a host)."""
     per_host = len(devices) // num_processes
     local_shape, remaining = [], per_host

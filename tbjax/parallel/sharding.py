@@ -63,7 +63,8 @@ class ShardingRules:
             raise ShardingError(f"logical axis {logical!r} has no sharding rule; add it to ShardingRules")
         return table[logical]
 
-    def param_spec(self, name: str, shape: Sequence[int], logical: Sequence[str | None], mesh: Mesh) -> PartitionSpec:
+    def param_spec(self, name: str, shape: Sequence[int], logical: Sequence[str | None],
+                   mesh: Mesh | AbstractMesh) -> PartitionSpec:
         """PartitionSpec for a parameter; raises ShardingError when a dimension does not divide."""
         entries = []
         for dim, (size, axis) in enumerate(zip(shape, logical, strict=True)):
@@ -79,7 +80,8 @@ class ShardingRules:
             entries.append(_spec_entry(axes))
         return PartitionSpec(*entries)
 
-    def activation_spec(self, shape: Sequence[int], logical: Sequence[str | None], mesh: Mesh) -> PartitionSpec:
+    def activation_spec(self, shape: Sequence[int], logical: Sequence[str | None],
+                        mesh: Mesh | AbstractMesh) -> PartitionSpec:
         """PartitionSpec for an activation: mesh axes that do not divide (a batch of 1 while decoding)
         are left out, because activations are transient and must work at any batch size."""
         entries = []
@@ -111,7 +113,7 @@ def param_shardings(abstract_state: nnx.State, mesh: Mesh | AbstractMesh, rules:
     return nnx.map_state(sharding, abstract_state)
 
 
-def shard_activation(x: jax.Array, logical: Sequence[str | None], mesh: Mesh | None,
+def shard_activation(x: jax.Array, logical: Sequence[str | None], mesh: Mesh | AbstractMesh | None,
                      rules: ShardingRules) -> jax.Array:
     if mesh is None or mesh.size == 1:
         return x

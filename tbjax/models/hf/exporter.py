@@ -40,6 +40,9 @@ def _host_copy(array: jax.Array, index: tuple[int, ...]) -> np.ndarray:
     """array[index] as a numpy array on every process (replicated gather of just that slice)."""
     if array.is_fully_addressable:
         return np.asarray(jax.device_get(array[index] if index else array))
+    if not isinstance(array.sharding, NamedSharding):
+        raise TypeError(f"a parameter spread over processes must be sharded over a mesh (NamedSharding), not "
+                        f"{type(array.sharding).__name__}")
     replicated = NamedSharding(array.sharding.mesh, PartitionSpec())
     picked = jax.jit(lambda a: a[index] if index else a, out_shardings=replicated)(array)
     return np.asarray(picked.addressable_data(0))
@@ -54,7 +57,7 @@ def hf_tensors(model: Qwen, dtype: np.dtype) -> Iterator[tuple[str, np.ndarray]]
     for path, layout in hf_layouts(model.config).items():
         value = flat[path].get_value()
         for idx in np.ndindex(*layout.stack_shape):
-            name, tensor = layout.names[idx], layout.to_hf(_host_copy(value, idx)).astype(dtype)
+            name, tensor = layout.name(idx), layout.to_hf(_host_copy(value, idx)).astype(dtype)
             if layout.full_rows is None:
                 yield name, tensor
                 continue

@@ -36,16 +36,19 @@ def single_device_mesh() -> Mesh:
 
 
 def _read_param(
-    reader: SafetensorsReader, layout: TensorLayout, dtype: np.dtype, index: tuple[slice, ...]
+    reader: SafetensorsReader, layout: TensorLayout, dtype: np.dtype, index: tuple[slice, ...] | None
 ) -> np.ndarray:
-    """One device's block of a parameter: its stack entries, each read as a slice of one HF tensor."""
+    """One device's block of a parameter: its stack entries, each read as a slice of one HF tensor. `index` is
+    the block's, as jax.make_array_from_callback passes it (always one: its type allows None)."""
+    if index is None:
+        raise ValueError(f"jax asked for a block of {layout.names.flat[0]} without its index")
     full = tuple(s if isinstance(s, slice) else slice(None) for s in index)
     bounds = [slice(*s.indices(n)[:2]) for s, n in zip(full, layout.param_shape, strict=True)]
     stack_dims = len(layout.stack_shape)
     stack_ranges = [range(b.start, b.stop) for b in bounds[:stack_dims]]
     blocks = []
     for offsets in np.ndindex(*[len(r) for r in stack_ranges]):
-        name = layout.names[tuple(r[i] for r, i in zip(stack_ranges, offsets, strict=True))]
+        name = layout.name(tuple(r[i] for r, i in zip(stack_ranges, offsets, strict=True)))
         blocks.append(layout.read_block(reader.read, name, tuple(bounds[stack_dims:])).astype(dtype))
     shape = [len(r) for r in stack_ranges] + [b.stop - b.start for b in bounds[stack_dims:]]
     return np.stack(blocks).reshape(shape) if stack_dims else blocks[0]
@@ -54,7 +57,7 @@ def _read_param(
 def check_shapes(reader: SafetensorsReader, layouts: dict[tuple, TensorLayout]) -> None:
     """Fails before any allocation when a tensor is missing or has the wrong shape for config.json."""
     for path, layout in layouts.items():
-        for name in {layout.names[idx] for idx in np.ndindex(*layout.stack_shape)}:
+        for name in {layout.name(idx) for idx in np.ndindex(*layout.stack_shape)}:
             shape = reader.shape(name)
             if shape != layout.file_shape:
                 raise CheckpointError(

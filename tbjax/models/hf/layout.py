@@ -37,6 +37,10 @@ class TensorLayout:
     def stack_shape(self) -> tuple[int, ...]:
         return self.names.shape
 
+    def name(self, index: tuple[int, ...]) -> str:
+        """The HF tensor name of the stack entry at `index` (() for an unstacked parameter)."""
+        return str(self.names[index])
+
     @property
     def param_shape(self) -> tuple[int, ...]:
         return self.stack_shape + self.inner_shape

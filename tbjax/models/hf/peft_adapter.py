@@ -23,7 +23,7 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from tbjax.models.hf.layout import hf_layouts
-from tbjax.models.lora import AdapterPath, adapted_projections, add_adapters, targeted_projections
+from tbjax.models.lora import AdapterPath, adapted_projections, adapter_of, add_adapters, targeted_projections
 from tbjax.models.qwen import Qwen
 from tbjax.sections.lora import LoraError, LoraSpec
 
@@ -59,7 +59,7 @@ def module_shapes(model: Qwen, modules: frozenset[str]) -> dict[str, tuple[int, 
 def adapter_loras(model: Qwen) -> dict[str, nnx.LoRA]:
     """HF module name -> the nnx.LoRA holding its A and B (a fused module's parts share one)."""
     projections = adapted_projections(model)
-    return {name: projections[paths[0]].adapter.lora for name, paths in _modules(model).items()}
+    return {name: adapter_of(projections[paths[0]]).lora for name, paths in _modules(model).items()}
 
 
 def save_adapter(model: Qwen, spec: LoraSpec, out: Path, base_model: str = "") -> Path:

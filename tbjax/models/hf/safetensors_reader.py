@@ -39,9 +39,9 @@ class SafetensorsReader:
                 f"{self.directory}: shard file(s) {', '.join(missing)} named in {INDEX_FILE} are missing; "
                 "the download or copy is incomplete - fetch the missing files again."
             )
-        self._handles: dict[str, object] = {}
+        self._handles: dict[str, safe_open] = {}
 
-    def _handle(self, name: str):
+    def _handle(self, name: str) -> safe_open:
         if name not in self.weight_map:
             raise CheckpointError(f"{self.directory}: tensor {name!r} is not in the checkpoint; is the "
                                   "config.json from the same model as the weights?")
