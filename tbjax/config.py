@@ -12,6 +12,7 @@ import hashlib
 import json
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,7 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
                           "quote it, e.g. 'key=[a, b]'") from None
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
     """YAML file (default configs/tiny-cpu.yaml) + overrides -> a validated Config. `path` may also name
     a shipped config ("smoke", "qwen3-8b-1x8"), which works from an installed wheel too."""
     file = config_file(path)

@@ -10,6 +10,7 @@ import dataclasses
 import math
 import re
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -144,8 +145,8 @@ def lower_decode(cfg: ModelConfig, mesh: Mesh, rules: ShardingRules, slots: int,
             "last_index": ((slots,), jnp.int32), "seeds": ((slots,), jnp.uint32), "counters": ((slots,), jnp.int32)}
     inputs = {k: _sharded(jax.ShapeDtypeStruct(s, t), mesh, rules, ("batch",) + (None,) * (len(s) - 1))
               for k, (s, t) in rows.items()}
-    row = _sharded(jax.ShapeDtypeStruct((slots,), jnp.float32), mesh, rules, ("batch",))
-    sampling = RowSampling(row, _sharded(jax.ShapeDtypeStruct((slots,), jnp.int32), mesh, rules, ("batch",)), row, row)
+    sampling = jax.tree.map(lambda s: _sharded(s, mesh, rules, ("batch",)),
+                            jax.eval_shape(lambda: RowSampling.stack([(1.0, 0, 1.0, 0.0)] * slots)))
     return engine_step.lower(graphdef, state, cache, inputs["tokens"], inputs["slots"], inputs["starts"],
                              inputs["last_index"], inputs["seeds"], inputs["counters"], sampling, kv_len=max_len)
 
@@ -170,15 +171,20 @@ def compile_lowered(lowered: jax.stages.Lowered, fast: bool = True) -> CompiledS
     TPU compile minutes, and it barely moves memory (`--full-optimization` compiles at full effort to compare);
     memory-fitting effort stays at its default.
     """
+    # an XLA option's value has the option's own type, here a float: jax's CompilerOptions (str | bool values) is
+    # too narrow, and the string "-1.0" is refused by XLA's build options
+    options: dict[str, Any] | None = {"exec_time_optimization_effort": -1.0} if fast else None
     start = time.perf_counter()
     try:
-        compiled = lowered.compile({"exec_time_optimization_effort": -1.0} if fast else None)
+        compiled = lowered.compile(options)
     except Exception as error:  # XlaRuntimeError; its message is all the compiler tells
         if "RESOURCE_EXHAUSTED" in str(error):
             raise OutOfMemory(str(error).split("\n")[0]) from None
         raise
     seconds = time.perf_counter() - start
     memory = compiled.memory_analysis()
+    if memory is None:
+        raise RuntimeError("the backend gives no memory analysis of the compiled program: nothing to plan with")
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     return CompiledStep(memory.argument_size_in_bytes, memory.output_size_in_bytes, memory.alias_size_in_bytes,

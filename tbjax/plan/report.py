@@ -196,7 +196,7 @@ def memory_table(estimate: MemoryPlan, compiled: CompiledUpdate | None, target: 
              ("apply (AdamW)", estimate.apply_peak, compiled and compiled.apply.peak),
              ("peak", estimate.total, compiled and compiled.peak)]
     for name, planned, measured in peaks:
-        table.add_row(name, decimal(planned), *([decimal(measured)] if compiled else []))
+        table.add_row(name, decimal(planned), *([decimal(measured)] if measured is not None else []))
     return table
 
 

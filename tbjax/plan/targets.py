@@ -76,6 +76,7 @@ def parse_target(text: str) -> Target:
 
 def _tpu_target(text: str, rest: str) -> Target:
     generation, sep, shape = rest.partition(":")
+    count = ""  # the size in a slice name (tpu:v5p-64)
     if not sep:
         generation, _, count = rest.partition("-")
     if generation not in TPU_GENERATIONS:

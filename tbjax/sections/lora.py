@@ -6,6 +6,7 @@ JAX."""
 from __future__ import annotations
 
 import dataclasses
+from typing import TypedDict
 
 from pydantic import NonNegativeInt, PositiveFloat, model_validator
 
@@ -19,6 +20,14 @@ PROFILES: dict[str, tuple[str, ...]] = {"attention_mlp": ATTENTION_MLP, "all_lin
 
 class LoraError(ValueError):
     """A LoRA setting that cannot act on this model."""
+
+
+class LoraRecord(TypedDict):
+    """A LoraSpec as a checkpoint's JSON record keeps it."""
+
+    rank: int
+    alpha: float
+    targets: list[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,12 +44,12 @@ class LoraSpec:
             raise LoraError(f"lora targets {unknown} are neither profiles {sorted(PROFILES)} nor projections "
                             f"{list(ATTENTION_MLP + GATED_DELTANET)}")
 
-    def to_record(self) -> dict[str, object]:
+    def to_record(self) -> LoraRecord:
         """What a checkpoint keeps of the spec, so that its adapters can be exported without the run's config."""
         return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets)}
 
     @classmethod
-    def from_record(cls, record: dict[str, object]) -> LoraSpec:
+    def from_record(cls, record: LoraRecord) -> LoraSpec:
         return cls(rank=int(record["rank"]), alpha=float(record["alpha"]), targets=tuple(record["targets"]))
 
     @property

@@ -28,10 +28,11 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import jax
 import orbax.checkpoint as ocp
+from etils import epath
 
 from rollout.records import atomic_write
 from tbjax.parallel.distributed import barrier, is_driver
@@ -63,13 +64,18 @@ class DamagedCheckpoint(Exception):
     """A step directory whose files are not the ones saved; the message names the first that differs."""
 
 
+# what a checkpoint's train state is restored onto, and comes back as: a TrainState (a run resuming), or the tree
+# its metadata describes (tbjax.trainer.saved_policy, reading whatever config wrote it)
+StateT = TypeVar("StateT")
+
+
 @dataclasses.dataclass(frozen=True)
-class Restored:
+class Restored(Generic[StateT]):
     """The checkpoint a run resumes from: its step and directory, train state, data iterator state and record."""
 
     step: int
     path: Path
-    state: TrainState
+    state: StateT
     data: dict[str, Any]
     record: dict[str, Any]
 
@@ -138,7 +144,7 @@ class Checkpointer:
             raise error
         self._orbax_errors.release()
 
-    def restore_latest(self, target: TrainState, fingerprint: str | None, allow_change: bool) -> Restored | None:
+    def restore_latest(self, target: StateT, fingerprint: str | None, allow_change: bool) -> Restored[StateT] | None:
         """The newest intact checkpoint restored onto `target`'s shardings (a TrainState of arrays or
         ShapeDtypeStructs with shardings); None when there is no checkpoint. Broken ones newer than it are
         reported and moved aside; BrokenCheckpointError names them all when none is intact, ResumeError
@@ -166,7 +172,7 @@ class Checkpointer:
                 + ". Restore them from a copy, or move them away to start from step 0")
         return None
 
-    def restore(self, step: int, target: TrainState) -> Restored:
+    def restore(self, step: int, target: StateT) -> Restored[StateT]:
         """Checkpoint `step` restored onto `target`'s shardings, whatever config wrote it (a tool reading one
         given checkpoint: tbjax.export); BrokenCheckpointError when its files are not the ones saved or it
         is not a finished checkpoint of this directory."""
@@ -179,7 +185,7 @@ class Checkpointer:
         except DamagedCheckpoint as damage:
             raise BrokenCheckpointError(f"checkpoint {path} is broken: {damage}") from damage
 
-    def _restore(self, step: int, target: TrainState) -> Restored:
+    def _restore(self, step: int, target: StateT) -> Restored[StateT]:
         """Checkpoint `step` restored (DamagedCheckpoint if it is broken), with a warning when no checksums
         vouched for it."""
         path = self.directory / str(step)
@@ -189,8 +195,8 @@ class Checkpointer:
                         "before they were written): restored unverified", path, CHECKSUMS)
         return Restored(step, path, state, data, record)
 
-    def _load(self, step: int, path: Path, target: TrainState
-              ) -> tuple[bool, tuple[TrainState, dict[str, Any], dict[str, Any]]]:
+    def _load(self, step: int, path: Path, target: StateT
+              ) -> tuple[bool, tuple[StateT, dict[str, Any], dict[str, Any]]]:
         """(whether checksums vouched for it, what Orbax restored); DamagedCheckpoint if it is broken. A failure to
         read a verified checkpoint is no damage (its files are the ones saved) and propagates."""
         verified = verify(path)
@@ -206,12 +212,12 @@ class Checkpointer:
             if verified:
                 raise
             raise DamagedCheckpoint(f"no {CHECKSUMS}, and Orbax cannot read it: {first_line(error)}") from error
-        state = restored.state
-        if upcast:
+        state: StateT = restored["state"]
+        if upcast and isinstance(state, TrainState):
             log.warning("checkpoint %s was saved before train states kept float32 master weights: they start as "
                         "its parameters, upcast", path)
             state = upcast_masters(state)
-        return verified, (state, restored.data, restored.record)
+        return verified, (state, restored["data"], restored["record"])
 
     def _set_aside(self, broken: list[tuple[Path, str]], fallback: Path) -> None:
         """Process 0 moves the broken checkpoints to `<directory>.broken/` (Orbax would refuse to save their
@@ -254,11 +260,17 @@ class Checkpointer:
                 ORBAX_LOG.removeFilter(self._orbax_errors)
 
 
+def saved_tree(path: Path) -> Any:
+    """The train state's tree as checkpoint `path` (a step directory) saved it, from its metadata: shapes and
+    dtypes."""
+    return ocp.StandardCheckpointHandler().metadata(epath.Path(path / "state")).tree
+
+
 def _saved_masters(path: Path) -> bool:
     """Whether checkpoint `path` holds master weights; True when its metadata cannot be read (the restore then
     reports what is wrong with it)."""
     try:
-        tree = ocp.StandardCheckpointHandler().metadata(path / "state").tree
+        tree = saved_tree(path)
     except Exception:  # reported by the restore that follows
         return True
     return isinstance(tree, dict) and tree.get("master") is not None

@@ -70,6 +70,9 @@ def engine_model(trainer: GRPOTrainer, params: Params) -> Qwen | None:
     nnx.replace_by_pure_dict(state, frozen if trainer.lora else trained)
     model = nnx.merge(graphdef, state)
     if trainer.lora:  # the same adapters on the copy, with the trained values
+        if view.lora_spec is None:
+            raise ValueError("the trainer trains LoRA adapters, but its model carries no LoraSpec to copy them by "
+                             "(tbjax.models.lora.add_adapters records it)")
         add_adapters(model, view.lora_spec)
         adapters = nnx.state(model, nnx.LoRAParam)
         nnx.replace_by_pure_dict(adapters, trained)

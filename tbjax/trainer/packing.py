@@ -60,8 +60,9 @@ def _first_fit_decreasing(lengths: Sequence[int], row_len: int) -> list[list[int
     return rows
 
 
-def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float], token_weight: Sequence[float],
-         denominator: float, row_len: int, micro_rows: int, rows_multiple: int = 1) -> PackedBatch:
+def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float] | np.ndarray,
+         token_weight: Sequence[float] | np.ndarray, denominator: float, row_len: int, micro_rows: int,
+         rows_multiple: int = 1) -> PackedBatch:
     """trajectories with one advantage and one token weight each -> a PackedBatch.
 
     Each micro-batch holds micro_rows x rows_multiple rows (rows_multiple: the data-parallel width, so a

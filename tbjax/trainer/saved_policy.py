@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import orbax.checkpoint as ocp
 from flax import nnx
 
 from tbjax.models import ModelConfig, Qwen, from_pretrained
 from tbjax.models.hf.importer import abstract_model
 from tbjax.models.lora import add_adapters
 from tbjax.sections.lora import LoraSpec
-from tbjax.trainer.checkpoint import BrokenCheckpointError, Checkpointer, Restored
+from tbjax.trainer.checkpoint import BrokenCheckpointError, Checkpointer, Restored, saved_tree
 
 CHECKPOINTS = "checkpoints"  # a run directory's, as tbjax.trainer.loop and tbjax.warmstart.warm_start name it
 
@@ -47,20 +46,20 @@ def locate(path: Path) -> tuple[Path, int | None] | None:
     return None
 
 
-def saved_state(checkpoints: Path) -> Any:
+def saved_state(checkpoints: Path) -> dict[str, Any]:
     """The train state's tree as saved (shapes and dtypes from the newest step with readable metadata), placed
     on this process's first device: a restore target that needs no trainer."""
     device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     for step_dir in sorted(_steps(checkpoints), key=lambda p: int(p.name), reverse=True):
         try:
-            tree = ocp.StandardCheckpointHandler().metadata(step_dir / "state").tree
+            tree = saved_tree(step_dir)
         except (OSError, ValueError):
             continue
         return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=device), tree)
     raise BrokenCheckpointError(f"no checkpoint in {checkpoints} has readable metadata (state/_METADATA)")
 
 
-def restore_checkpoint(path: Path) -> Restored:
+def restore_checkpoint(path: Path) -> Restored[dict[str, Any]]:
     """The checkpoint `path` names (see `locate`), restored whatever config wrote it; CheckpointSourceError
     for a path that names none, BrokenCheckpointError when none it names is intact."""
     located = locate(path.absolute())  # Orbax reads checkpoints by absolute path only

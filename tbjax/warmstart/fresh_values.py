@@ -32,7 +32,10 @@ def digit_token_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     if len(tokenizer.tokenize(sample)) != len(sample):
         raise ValueError("fresh values need a tokenizer with one token per digit (Qwen's pre-tokenization); "
                          f"this one splits {sample!r} into {tokenizer.tokenize(sample)}")
-    return ids
+    digit_ids = [i for i in ids if isinstance(i, int)]
+    if len(digit_ids) != len(ids):
+        raise ValueError(f"fresh values need one token id per digit; the tokenizer gives {ids}")
+    return digit_ids
 
 
 def refresh_values(trajectory: Trajectory, digit_ids: list[int], rng: np.random.Generator) -> Trajectory:
