@@ -101,7 +101,7 @@ def abstract_trainer(config: Config, cfg: ModelConfig, mesh: Mesh | AbstractMesh
     """The run's trainer over a model that exists only as shapes."""
     def adapted() -> Qwen:
         model = Qwen(cfg, nnx.Rngs(0), mesh=mesh, rules=rules)
-        if config.lora.enabled:  # as tbjax.trainer.loop.build_run adds them
+        if config.lora.enabled:  # as tbjax.trainer.run_setup.build_run adds them
             add_adapters(model, config.lora.spec(), config.lora.seed)
         return model
     return make_trainer(config, nnx.eval_shape(adapted))

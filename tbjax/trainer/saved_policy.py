@@ -22,7 +22,7 @@ from tbjax.models.lora import add_adapters
 from tbjax.sections.lora import LoraSpec
 from tbjax.trainer.checkpoint import BrokenCheckpointError, Checkpointer, Restored, saved_tree
 
-CHECKPOINTS = "checkpoints"  # a run directory's, as tbjax.trainer.loop and tbjax.warmstart.warm_start name it
+CHECKPOINTS = "checkpoints"  # a run directory's, as tbjax.trainer.run_setup and tbjax.warmstart.warm_start name it
 
 
 class CheckpointSourceError(ValueError):
