@@ -1,5 +1,5 @@
-"""Fixtures for envs tests: the telecom domain and its sealed tasks, and a local OpenAI-compatible server
-(`fake_openai`, from tests/envs/fake_openai_support.py)."""
+"""Fixtures for envs tests: the telecom domain and its sealed tasks (tests/conftest.py provides `fake_openai`,
+the local OpenAI-compatible server, to every suite)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 import envs
 from envs.domain import Domain
 from envs.tasks import Task
-from tests.envs.fake_openai_support import fake_openai  # noqa: F401 (the fixture)
 
 
 @pytest.fixture(scope="session")

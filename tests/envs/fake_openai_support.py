@@ -1,6 +1,6 @@
 """A local OpenAI-compatible server for tests: a real HTTP server on 127.0.0.1 answering /v1/chat/completions
 with canned replies in order, and recording what it was sent. The `fake_openai` fixture starts one per test;
-test suites outside envs import it (and `Canned`) from here."""
+tests/conftest.py offers it to every suite, and tests import `Canned` and `FakeOpenAI` from here."""
 
 from __future__ import annotations
 
