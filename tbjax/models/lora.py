@@ -123,6 +123,15 @@ def add_adapters(model: Qwen, spec: LoraSpec, seed: int = 0) -> list[AdapterPath
     return list(targets)
 
 
+def adapters_spec(model: Qwen) -> LoraSpec:
+    """The spec of the adapters `add_adapters` gave `model` (what a copy, a publish or an export of it carries);
+    an error where it has none."""
+    if model.lora_spec is None:
+        raise LoraError("the model carries no LoRA adapters, so no LoraSpec to copy or publish them by "
+                        "(tbjax.models.lora.add_adapters adds them and records it)")
+    return model.lora_spec
+
+
 def _fused_groups(targets: dict[AdapterPath, Projection]) -> list[list[AdapterPath]]:
     """The targeted paths grouped by the adapter they share: a fused HF module's parts together in its row
     order, every other projection alone."""

@@ -20,7 +20,7 @@ from flax import nnx
 
 from tbjax.models import Qwen
 from tbjax.models.hf.importer import abstract_model
-from tbjax.models.lora import add_adapters
+from tbjax.models.lora import adapters_spec, add_adapters
 from tbjax.parallel.distributed import broadcast_from_driver, gather_to_every_process, is_driver
 from tbjax.trainer.packing import FIELDS, HEAD_INDEX, PackedBatch
 from tbjax.trainer.train_state import Params
@@ -70,10 +70,7 @@ def engine_model(trainer: GRPOTrainer, params: Params) -> Qwen | None:
     nnx.replace_by_pure_dict(state, frozen if trainer.lora else trained)
     model = nnx.merge(graphdef, state)
     if trainer.lora:  # the same adapters on the copy, with the trained values
-        if view.lora_spec is None:
-            raise ValueError("the trainer trains LoRA adapters, but its model carries no LoraSpec to copy them by "
-                             "(tbjax.models.lora.add_adapters records it)")
-        add_adapters(model, view.lora_spec)
+        add_adapters(model, adapters_spec(view))
         adapters = nnx.state(model, nnx.LoRAParam)
         nnx.replace_by_pure_dict(adapters, trained)
         nnx.update(model, adapters)

@@ -33,7 +33,7 @@ from tbjax.config import Config
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_adapter, publish_weights, version_dir
-from tbjax.models.lora import merge_adapters
+from tbjax.models.lora import adapters_spec, merge_adapters
 from tbjax.parallel.distributed import is_driver
 from tbjax.trainer.checkpoint import Checkpointer, CheckpointWriteError
 from tbjax.trainer.lockstep import engine_model, share_batch
@@ -60,7 +60,10 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
     config = run.config
     opener = opener or session_opener(config)
     scheduler = None
-    if run.engine is not None and is_driver():
+    if is_driver():
+        if run.engine is None:
+            raise RuntimeError("the driver process has no rollout engine: build the run with "
+                               "tbjax.trainer.run_setup.build_run")
         scheduler = GroupScheduler(_task_stream(run), _episode_runner(run, run.engine, opener), config.groups,
                                    first_draw=run.draws, replacement=_replacement(run))
     if run.step and config.rollout.engine == "sglang":
@@ -237,7 +240,7 @@ async def _publish(run: Run, version: str) -> float:
             await run.engine.set_state(nnx.state(model), version)
     elif run.trainer.lora:  # the adapters alone reach the servers
         policy = run.trainer.model_for(run.state.params)
-        path = publish_adapter(policy, run.config.lora.spec(), run.directory / "adapters", version,
+        path = publish_adapter(policy, adapters_spec(policy), run.directory / "adapters", version,
                                base_model=str(run.model_dir))
         if isinstance(run.engine, SGLangEngine):
             await run.engine.update_adapter(str(path), version)

@@ -126,7 +126,7 @@ def test_every_desk_shows_money_as_dollar_strings(domain: str) -> None:
 # per desk: a tool taking a record of the caller's, that record's table and key, the desk's refusal of a missing
 # one (each desk words its own) and the tool's other arguments
 OWNED_RECORDS = {
-    "clinic": ("cancel_appointment", "appointments", "appointment_id", "appointment NO-SUCH-ID not found", {}),
+    "clinic": ("cancel_appointment", "appointments", "appointment_id", "NO-SUCH-ID not found", {}),
     "library": ("renew_loan", "loans", "loan_id", "no loan_id 'NO-SUCH-ID' in loans", {}),
     "telecom": ("suspend_line", "lines", "line_id", "line NO-SUCH-ID not found", {"reason": "lost_device"}),
     "ticketing": ("refund_order", "orders", "order_id", "order NO-SUCH-ID not found",

@@ -24,4 +24,4 @@ GATE = CallerGate("patients", "patient_id", PatientId,
 def owned_appointment(db: Sandbox, appointment_id: str) -> dict[str, Any]:
     """The appointment, once the patient it belongs to is verified in this conversation."""
     return GATE.owned(db, db.one("SELECT * FROM appointments WHERE appointment_id = ?", (appointment_id,)),
-                      f"appointment {appointment_id} not found")
+                      f"{appointment_id} not found")

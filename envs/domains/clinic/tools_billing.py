@@ -45,7 +45,7 @@ def charge_fee(
 def waive_fee(db: Sandbox, fee_id: Annotated[str, Field(description="fee id, e.g. FE-500012 (from list_fees)")]
               ) -> dict[str, Any]:
     """Waive an unpaid fee (the patient no longer owes it)."""
-    fee = GATE.owned(db, db.one("SELECT * FROM fees WHERE fee_id = ?", (fee_id,)), f"fee {fee_id} not found")
+    fee = GATE.owned(db, db.one("SELECT * FROM fees WHERE fee_id = ?", (fee_id,)), f"{fee_id} not found")
     if fee["status"] != "unpaid":
         raise ToolError(f"fee {fee_id} is {fee['status']}; only unpaid fees can be waived")
     db.execute("UPDATE fees SET status = ?, waived_on = ? WHERE fee_id = ?", ("waived", db.today, fee_id))

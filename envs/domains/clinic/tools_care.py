@@ -34,7 +34,7 @@ def request_refill(
 ) -> dict[str, Any]:
     """Send a refill of an active prescription to the patient's preferred pharmacy; uses up one refill."""
     rx = GATE.owned(db, db.one("SELECT * FROM prescriptions WHERE rx_id = ?", (rx_id,)),
-                    f"prescription {rx_id} not found")
+                    f"{rx_id} not found")
     if rx["status"] != "active" or rx["refills_left"] < 1:
         raise ToolError(f"prescription {rx_id} has no refills available; the patient needs a new prescription")
     pharmacy = must_exist(db.one("SELECT pharmacy FROM patients WHERE patient_id = ?", (rx["patient_id"],)),

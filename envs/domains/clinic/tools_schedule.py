@@ -68,7 +68,7 @@ def book_appointment(
         raise ToolError(f"slot {slot_id} is not open for booking")
     if referral_id is not None:
         referral = GATE.owned(db, db.one("SELECT * FROM referrals WHERE referral_id = ?", (referral_id,)),
-                              f"referral {referral_id} not found")
+                              f"{referral_id} not found")
         if referral["patient_id"] != patient_id:
             raise ToolError(f"referral {referral_id} belongs to another patient")
         db.execute("UPDATE referrals SET visits_used = visits_used + 1 WHERE referral_id = ?", (referral_id,))
