@@ -122,7 +122,6 @@ class GRPOTrainer:
         self.mesh = mesh if mesh is not None else model.mesh
         self.rules = rules or model.rules  # the model's activations and the state must agree
         self.shardings = None if self.mesh is None else self._shardings(self.mesh)
-        self.batch_sharding = None if self.shardings is None else self.shardings.batch
         self.programs = build_programs(
             PolicyStructure(self.graphdef, abstract, self.abstract_frozen, self.compute_dtype),
             Objective(self.loss, temperature, logprob_chunk), self.optimizer, self.shardings)
@@ -161,6 +160,11 @@ class GRPOTrainer:
         captured as constants."""
         return model_view(self.graphdef, self.abstract_state, self.abstract_frozen, params,
                      self.frozen if frozen is None else frozen)
+
+    @property
+    def batch_sharding(self) -> NamedSharding | None:
+        """Where a batch's rows go: over the batch mesh axes (None without a mesh)."""
+        return None if self.shardings is None else self.shardings.batch
 
     @property
     def rows_multiple(self) -> int:
