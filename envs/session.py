@@ -39,6 +39,9 @@ UserFactory = Callable[[UserScenario], UserSimulator]
 # not rendered (envs/README.md says how much shorter), for tiny policies that learn the domain and its tools
 # from demonstrations rather than by reading them (the laptop default).
 PromptStyle = Literal["full", "compact"]
+# How an episode ended, as the episode loop tells `close`: a suite that scores a cut episode differently (τ²-bench
+# scores 0 unless the agent or the user stopped) needs it; built-in grading reads the final state either way.
+Termination = Literal["agent_done", "user_done", "max_turns", "token_budget", "timeout", "system_error"]
 
 
 class EnvironmentSession(Protocol):
@@ -51,7 +54,7 @@ class EnvironmentSession(Protocol):
     def opening(self) -> str: ...
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult: ...
     async def user_reply(self, agent_text: str) -> UserTurn: ...
-    async def close(self, final_reply: str | None = None) -> Verdict: ...
+    async def close(self, final_reply: str | None = None, termination: Termination | None = None) -> Verdict: ...
 
 
 def openai_tool_schemas(domain: Domain) -> list[dict[str, Any]]:
@@ -118,8 +121,9 @@ class BuiltinSession:
         self.agent_replies.append(agent_text)
         return await self.user.reply(agent_text)
 
-    async def close(self, final_reply: str | None = None) -> Verdict:
-        """Grade the final state (and replies, plus `final_reply` if the agent ended on one) and free it all."""
+    async def close(self, final_reply: str | None = None, termination: Termination | None = None) -> Verdict:
+        """Grade the final state (and replies, plus `final_reply` if the agent ended on one) and free it all;
+        the state is graded however the episode ended (`termination`)."""
         if self._closed:
             raise RuntimeError(f"session for {self.task.id} is already closed")
         if final_reply:

@@ -48,6 +48,9 @@ class Verdict(BaseModel):
     outcome: Outcome | None = None
     diff: list[DiffEntry] = []
     rubrics: list[RubricResult] = []
+    # a suite graded by its own evaluator: each part of its reward (τ²-bench: DB, COMMUNICATE, ENV_ASSERTION,
+    # ACTION; the reward is their product)
+    breakdown: dict[str, float] | None = None
 
     @property
     def reward(self) -> float | None:

@@ -239,7 +239,8 @@ class Episode:
             finally:
                 await self.engine.end_session(self.session_id)
         try:
-            verdict = await self.timer.measure("grade", session.close(final_reply=self.last_reply), "grader")
+            closing = session.close(final_reply=self.last_reply, termination=termination)
+            verdict = await self.timer.measure("grade", closing, "grader")
         except _SystemError as error:
             failure, verdict = failure or error, None
         self.timer.seconds["total"] = time.perf_counter() - start

@@ -48,7 +48,12 @@ class OracleEngine:
         return self.renderer.encode(body) + [close]
 
     def expect(self, session_id: str, task: Task, slip: Slip | None = None) -> None:
-        self._scripts[session_id] = deque(self.turn_ids(turn) for turn in oracle_turns(task, slip))
+        """The session plays the oracle's turns for a built-in `task` (made with `slip`, if any)."""
+        self.play(session_id, oracle_turns(task, slip))
+
+    def play(self, session_id: str, turns: Sequence[OracleTurn]) -> None:
+        """The session plays `turns`, one a `generate` call (a suite's scripted agent, e.g. envs.tau2.gold)."""
+        self._scripts[session_id] = deque(self.turn_ids(turn) for turn in turns)
 
     async def generate(self, input_ids: Sequence[int], sampling: SamplingParams, *,
                        session_id: str | None = None) -> Generation:

@@ -5,7 +5,8 @@ A record's keys are the public format of issue 6: task_id, domain, trial, passed
 system_error (its kind or null), termination, turns, usage {prompt_tokens, completion_tokens,
 reasoning_tokens, cached_tokens}, model, weight_version, seconds, diff (the verdict's differences, one line
 each), outcome (which reference state the episode ended in: golden, careless, unchanged or other),
-malformed_tool_calls (calls answered with a format error instead of run). A
+malformed_tool_calls (calls answered with a format error instead of run), reward_breakdown (the parts of
+a suite evaluator's reward, e.g. τ²-bench's DB and COMMUNICATE; null for built-in domains). A
 system-error trial is recorded too: it cost time and tokens, and it is reported beside the scores, never as a
 failure.
 """
@@ -50,6 +51,7 @@ class TrialRecord(BaseModel):
     seconds: float = 0.0
     diff: list[str] = []
     outcome: str | None = None  # the verdict's outcome: which reference state the episode ended in
+    reward_breakdown: dict[str, float] | None = None  # the verdict's breakdown (a suite graded by its own evaluator)
     malformed_tool_calls: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
+from envs.session import Termination
 from rollout.interpret import MalformedKind
 
-Termination = Literal["agent_done", "user_done", "max_turns", "token_budget", "timeout", "system_error"]
+__all__ = ["Termination", "Trajectory"]
 
 
 @dataclasses.dataclass

@@ -21,6 +21,7 @@ from mcp.types import CallToolResult, TextContent
 from envs.chat_endpoint import ChatClient
 from envs.errors import ConfigError
 from envs.judges.llm import LlmJudge
+from envs.session import Termination
 from envs.tasks import Task
 from envs.thinkingbox.config import ThinkingBoxConfig
 from envs.thinkingbox.grading import DONE_MARKER, grade
@@ -96,8 +97,9 @@ class ThinkingBoxSession:
             self.ended_by = "user_stop"
         return turn
 
-    async def close(self, final_reply: str | None = None) -> Verdict:
-        """Grade (state hash, then rubrics on the last reply) and stop the server process."""
+    async def close(self, final_reply: str | None = None, termination: Termination | None = None) -> Verdict:
+        """Grade (state hash, then rubrics on the last reply) and stop the server process; the benchmark grades
+        the state however the episode ended (`termination`)."""
         if self._closed:
             raise RuntimeError(f"session for {self.case.id} is already closed")
         self._closed = True

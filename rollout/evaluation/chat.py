@@ -28,6 +28,7 @@ from rollout.episode import EpisodeConfig, SessionOpener
 from rollout.evaluation.runner import TrialRunner, verdict_lines
 from rollout.failures import INFRASTRUCTURE_ERRORS, closes_on_error, system_error_kind
 from rollout.interpret import ToolCall, ToolCatalog, malformed_message, tool_message
+from rollout.trajectory import Termination
 from rollout.interpret.calls import MalformedCall, RawCall
 from rollout.records import TrialRecord, Usage
 
@@ -100,7 +101,7 @@ def _resolve(call: dict[str, Any], catalog: ToolCatalog) -> ToolCall | Malformed
 
 
 async def _conversation(session: Any, agent: ChatAgent, usage: Usage,
-                        state: dict[str, Any]) -> str:
+                        state: dict[str, Any]) -> Termination:
     """Runs the episode; returns its termination and keeps the agent's last text reply and its count of
     malformed tool calls in `state`."""
     config = agent.config
@@ -144,7 +145,7 @@ def chat_trial_runner(agent: ChatAgent, *, opener: SessionOpener | None = None,
         start, usage, state = time.perf_counter(), Usage(), {"turns": 0, "last_reply": None, "malformed": 0}
         error: str | None = None
         verdict = None
-        termination = "system_error"
+        termination: Termination = "system_error"
         try:
             session = await open_(task)
         except INFRASTRUCTURE_ERRORS as exc:
@@ -159,7 +160,7 @@ def chat_trial_runner(agent: ChatAgent, *, opener: SessionOpener | None = None,
                 except INFRASTRUCTURE_ERRORS as exc:
                     error = system_error_kind(exc, "tool_server")
             try:
-                verdict = await session.close(final_reply=state["last_reply"])
+                verdict = await session.close(final_reply=state["last_reply"], termination=termination)
             except INFRASTRUCTURE_ERRORS as exc:
                 error = error or system_error_kind(exc, "grader")
             if verdict is not None and verdict.system_error:
@@ -170,6 +171,7 @@ def chat_trial_runner(agent: ChatAgent, *, opener: SessionOpener | None = None,
             system_error=None if scored else (error or "grader"), termination=termination if scored else "system_error",
             turns=state["turns"], usage=usage, model=model_name or config.endpoint.model, weight_version=None,
             seconds=round(time.perf_counter() - start, 3), diff=verdict_lines(scored) if scored else [],
-            outcome=scored.outcome if scored else None, malformed_tool_calls=state["malformed"])
+            outcome=scored.outcome if scored else None, malformed_tool_calls=state["malformed"],
+            reward_breakdown=scored.breakdown if scored else None)
 
     return trial

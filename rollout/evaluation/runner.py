@@ -135,6 +135,7 @@ def token_trial_runner(engine: Engine, interpreter: Interpreter, *, model: str,
             usage=metered.usage(session_id), model=model, weight_version=t.weight_version,
             seconds=round(time.perf_counter() - start, 3),
             diff=verdict_lines(verdict), outcome=verdict.outcome if verdict else None,
+            reward_breakdown=verdict.breakdown if verdict else None,
             malformed_tool_calls=t.malformed_tool_calls)
 
     return trial
