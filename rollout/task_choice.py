@@ -5,7 +5,7 @@ A pool is a JSONL file of your own tasks (sealed against the domains their `doma
 known domains' tasks of one split. The same filters then apply in this order: domains, then (train split)
 templates, then a selection's ids; a setting that selects nothing is an error naming what it could have
 chosen. Held-out tasks are drawn spread evenly over templates. A benchmark task (an id an evaluation-only
-suite such as envs.thinkingbox claims) is refused wherever tasks are chosen to be trained on or selected
+suite such as envs.thinkingbox claims, or τ²-bench's test split, envs.tau2) is refused wherever tasks are chosen to be trained on or selected
 from, and allowed where they are only evaluated.
 """
 
@@ -25,7 +25,7 @@ from envs import DomainError, InvalidTaskError, Split, Task, load_tasks
 from envs.loading import seal_tasks, task_records
 from envs.registry import domain_name
 
-BENCHMARK_MODULES = ("envs.thinkingbox",)
+BENCHMARK_MODULES = ("envs.thinkingbox", "envs.tau2")
 
 
 class TaskChoiceError(ValueError):
@@ -60,6 +60,9 @@ class TaskSource:
     templates: Sequence[str] | None = None
     selected: str | Path | None = None  # a selected.yaml of task ids (`rollout.select`)
     names: SettingNames = CONFIG_KEYS
+    # an external suite's tasks (e.g. envs.tau2's) in place of the file and the known domains; `domains` then
+    # names its tasks' `domain` values as they are
+    pool: Sequence[Task] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,11 +124,17 @@ def split_tasks(source: TaskSource, split: Split | None, *, for_training: bool =
     task of either split in a file."""
     names = source.names
     try:
-        wanted = None if source.domains is None else [domain_name(entry) for entry in source.domains]
+        wanted = None if source.domains is None or source.pool is not None else [
+            domain_name(entry) for entry in source.domains]
     except DomainError as error:
         raise TaskChoiceError(f"{names.domains}: {error}") from error
     where = f"{names.file} {source.file}" if source.file else "the known domains"
-    if source.file:  # refused there already, by id, before the tasks' domains must be known
+    if source.pool is not None:  # a suite's held-out split is evaluation's; any other split must be trainable
+        wanted, where = source.domains and list(source.domains), "the suite's tasks"
+        every = [task for task in source.pool if split is None or task.split == split]
+        if for_training and split != Split.HELDOUT:
+            refuse_benchmark(every, where)
+    elif source.file:  # refused there already, by id, before the tasks' domains must be known
         every = _file_tasks(Path(source.file), split, for_training, names)
     else:
         every = load_tasks(split=split)
