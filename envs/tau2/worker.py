@@ -208,9 +208,11 @@ class Session:
         except ValueError as error:  # set_state: a replayed tool result differs from the recorded one
             return {"replay_error": str(error)[:2000]}
         breakdown = {getattr(kind, "value", str(kind)): value for kind, value in (info.reward_breakdown or {}).items()}
-        return {"reward": info.reward, "breakdown": breakdown,
-                "checks": json.loads(info.model_dump_json(include={"db_check", "env_assertions", "action_checks",
-                                                                  "communicate_checks"}))}
+        verdict = {"reward": info.reward, "breakdown": breakdown,
+                   "checks": json.loads(info.model_dump_json(include={"db_check", "env_assertions", "action_checks",
+                                                                     "communicate_checks"}))}
+        note = (info.info or {}).get("note")  # why a task scored without its checks (a cut episode, none to run)
+        return {**verdict, "note": note} if isinstance(note, str) else verdict
 
 
 def agent_system_prompt(policy: str) -> str:
