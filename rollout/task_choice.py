@@ -1,12 +1,13 @@
 """Which tasks a run trains, selects and evaluates on, chosen one way for the GRPO loop, the default
 pipeline, `rollout.evaluate` and `rollout.select`.
 
-A pool is a JSONL file of your own tasks (sealed against the domains their `domain` field names) or the
-known domains' tasks of one split. The same filters then apply in this order: domains, then (train split)
-templates, then a selection's ids; a setting that selects nothing is an error naming what it could have
-chosen. Held-out tasks are drawn spread evenly over templates. A benchmark task (an id an evaluation-only
-suite such as envs.thinkingbox claims, or τ²-bench's test split, envs.tau2) is refused wherever tasks are chosen to be trained on or selected
-from, and allowed where they are only evaluated.
+A pool is a JSONL file of your own tasks (sealed against the domains their `domain` field names), the
+known domains' tasks of one split, or an external suite's tasks (`TaskSource.pool`, e.g. τ²-bench's). The
+same filters then apply in this order: domains, then (train split) templates, then a selection's ids; a
+setting that selects nothing is an error naming what it could have chosen. Held-out tasks are drawn spread
+evenly over templates. A benchmark task (an id an evaluation-only suite such as envs.thinkingbox claims, or
+τ²-bench's test split, envs.tau2) is refused wherever tasks are chosen to be trained on or selected from,
+and allowed where they are only evaluated.
 """
 
 from __future__ import annotations

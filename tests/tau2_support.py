@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from envs.chat_endpoint import ChatEndpointConfig
+from envs.tasks import Task
 from envs.tau2 import Tau2Config, Tau2Suite
 from envs.tau2.config import Grading
 from envs.tau2.gold import Variant, agent_turns
-from envs.tasks import Task
 from rollout.episode import EpisodeConfig, EpisodeResult, run_episode
 from rollout.interpret import Interpreter
 from rollout.oracle import OracleEngine

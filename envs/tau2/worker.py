@@ -1,3 +1,5 @@
+# pyright: reportMissingImports=false
+# (it runs in τ²-bench's venv, which holds tau2 and loguru; the trainer's venv does not)
 """The τ²-bench worker: a long-lived process in τ²-bench's own venv that serves many episodes over stdio.
 
     VENV/bin/python envs/tau2/worker.py        # one JSON request a line on stdin, one JSON answer a line out
@@ -136,13 +138,13 @@ class Session:
                 "user_tools": None if user_tools is None else [tool.openai_schema for tool in user_tools],
                 "greeting": DEFAULT_FIRST_AGENT_MESSAGE.content}
 
-    def say(self, role: str, content: str) -> None:
+    def say(self, role: Any, content: Any) -> None:
         if role not in ("assistant", "user") or not isinstance(content, str):
             raise BadRequest(f"say needs role assistant or user and text content, not {role!r}")
         kind = AssistantMessage if role == "assistant" else UserMessage
         self.messages.append(kind(role=role, content=content))
 
-    def call(self, requestor: str, name: str, arguments: Any) -> dict[str, Any]:
+    def call(self, requestor: Any, name: Any, arguments: Any) -> dict[str, Any]:
         if requestor not in ("assistant", "user") or not isinstance(name, str) or not isinstance(arguments, dict):
             raise BadRequest("call needs requestor assistant or user, a tool name and an arguments object")
         call = ToolCall(id=f"call_{next(self._call_ids)}", name=name, arguments=arguments, requestor=requestor)

@@ -28,9 +28,9 @@ from rollout.episode import EpisodeConfig, SessionOpener
 from rollout.evaluation.runner import TrialRunner, verdict_lines
 from rollout.failures import INFRASTRUCTURE_ERRORS, closes_on_error, system_error_kind
 from rollout.interpret import ToolCall, ToolCatalog, malformed_message, tool_message
-from rollout.trajectory import Termination
 from rollout.interpret.calls import MalformedCall, RawCall
 from rollout.records import TrialRecord, Usage
+from rollout.trajectory import Termination
 
 
 @dataclasses.dataclass(frozen=True)
