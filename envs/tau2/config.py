@@ -28,6 +28,8 @@ class Tau2Config(BaseModel):
     grading: Grading = "fast"
     start_timeout_s: PositiveFloat = 120.0  # a worker imports τ² (about 4 s) before it answers
     call_timeout_s: PositiveFloat = 120.0  # one request: a tool call, or grading with τ²'s replay
+    # τ²'s orchestrator ends an episode (scored 0, too_many_errors) at this many tool calls answered by an error
+    max_errors: PositiveInt = 10
     # how many tool calls the user may make before it answers the agent in words (telecom's user has device
     # tools); more is the user simulator looping, an infrastructure fault
     max_user_tool_calls: PositiveInt = 24

@@ -98,7 +98,8 @@ class Tau2Session:
             if termination == "agent_done" and final_reply:
                 await self.say("assistant", final_reply)
             graded = await self.worker.request("grade", session=self.session_id, how=self.config.grading,
-                                               termination=TAU2_ENDINGS[termination])
+                                               termination=TAU2_ENDINGS[termination],
+                                               max_errors=self.config.max_errors)
             return self._verdict(graded)
         finally:
             await self._release()

@@ -17,7 +17,7 @@ malformed line) is answered and the worker goes on; `internal` carries the trace
                                                user_tools, greeting}
     say {session, role, content}           -> {}  a text message of the agent ("assistant") or the user
     call {session, requestor, name, arguments} -> {content, error}  run on the session's live environment
-    grade {session, termination, how}      -> {"fast": verdict?, "tau2": verdict?}  how: fast | tau2 | both
+    grade {session, termination, how, max_errors} -> {"fast": verdict?, "tau2": verdict?}  how: fast|tau2|both
     close {session}                        -> {}
 
 The session keeps τ²'s own message record: the greeting τ²'s orchestrator opens with, each text message,
@@ -27,7 +27,8 @@ lets a message carry text or calls, never both). `grade` scores that record two 
   environment assertions run on the live environment, and τ²'s action and communicate checks on the record;
 - tau2: τ²'s own `evaluate_simulation`, which replays the record on fresh environments. A replay whose tool
   results differ from the recorded ones is reported as `replay_error` (an infrastructure fault), not a 0.
-Both score 0 unless the episode ended by the agent's or the user's stop, as τ² scores a cut episode.
+Both score 0 unless the episode ended by the agent's or the user's stop, as τ² scores a cut episode; an
+episode with `max_errors` tool calls answered by an error ends, for τ², at the last of them (too_many_errors).
 """
 
 from __future__ import annotations
@@ -127,11 +128,12 @@ class Session:
                                    message_history=history)
         self.messages: list[Any] = [*history, DEFAULT_FIRST_AGENT_MESSAGE.model_copy()]
         self._call_ids = itertools.count()
+        self.errors = 0  # tool calls answered with an error, the agent's and the user's (τ²'s max_errors)
         self.started = time.time()
 
     def opening(self, session_id: str) -> dict[str, Any]:
         user_tools = self.environment.get_user_tools() if self.environment.user_tools is not None else None
-        user = UserSimulator(tools=user_tools, instructions=self.task.user_scenario.instructions)
+        user = UserSimulator(tools=user_tools, instructions=str(self.task.user_scenario))  # as τ²'s run builds it
         return {"session": session_id, "system_prompt": agent_system_prompt(self.environment.get_policy()),
                 "tools": [tool.openai_schema for tool in self.environment.get_tools()],
                 "user_system_prompt": user.system_prompt,
@@ -150,14 +152,17 @@ class Session:
         call = ToolCall(id=f"call_{next(self._call_ids)}", name=name, arguments=arguments, requestor=requestor)
         kind = AssistantMessage if requestor == "assistant" else UserMessage
         answer = self.environment.get_response(call)  # a failing tool is an error message, never an exception
+        self.errors += answer.error
         self.messages += [kind(role=requestor, tool_calls=[call]), answer]
         return {"content": answer.content, "error": answer.error}
 
-    def grade(self, termination: str, how: str, gold: GoldHashes) -> dict[str, Any]:
+    def grade(self, termination: str, how: str, max_errors: int, gold: GoldHashes) -> dict[str, Any]:
         try:
             ending = TerminationReason(termination)
         except ValueError:
             raise BadRequest(f"unknown termination {termination!r}") from None
+        if self.errors >= max_errors:  # τ²'s orchestrator would have ended the episode at that error
+            ending = TerminationReason.TOO_MANY_ERRORS
         if how not in ("fast", "tau2", "both"):
             raise BadRequest(f"grade how={how!r}: fast, tau2 or both")
         verdicts: dict[str, Any] = {}
@@ -278,7 +283,8 @@ class Worker:
             return self.session(request).call(request.get("requestor", ""), request.get("name"),
                                               request.get("arguments"))
         if op == "grade":
-            return self.session(request).grade(str(request.get("termination")), str(request.get("how")), self.gold)
+            return self.session(request).grade(str(request.get("termination")), str(request.get("how")),
+                                               int(request.get("max_errors", 10)), self.gold)
         if op == "close":
             self.sessions.pop(str(request.get("session")), None)
             return {}

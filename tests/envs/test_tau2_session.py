@@ -168,3 +168,24 @@ def test_listing_names_the_missing_venv(tmp_path) -> None:
     splits = Counter((case.domain, case.split) for case in cases)
     assert splits == {("retail", "train"): 74, ("retail", "test"): 40, ("airline", "train"): 30,
                       ("airline", "test"): 20, ("telecom", "train"): 74, ("telecom", "test"): 40}
+
+
+def test_too_many_tool_errors_score_zero_as_tau2_would_have_ended_there(user) -> None:
+    """τ²'s orchestrator ends an episode at its 10th failed tool call; the gold actions after it do not count."""
+    async def scenario(failures: int):
+        suite = Tau2Suite.load(tau2_config(user.base_url), "test", ("retail",), limit=1)
+        try:
+            case = suite.case(suite.tasks[0].id)
+            session = await suite.open(case.task)
+            for _ in range(failures):
+                assert (await session.call_tool("no_such_tool", {})).is_error
+            for action in case.actions:
+                await session.call_tool(action.name, action.arguments)
+            await session.user_reply(" ".join(case.communicate_info) or "Done.")
+            return await session.close(termination="user_done")
+        finally:
+            await suite.aclose()
+
+    assert asyncio.run(scenario(9)).passed
+    verdict = asyncio.run(scenario(10))
+    assert not verdict.passed and any("too_many_errors" in r.detail for r in verdict.rubrics)
