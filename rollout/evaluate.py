@@ -5,12 +5,18 @@
     python -m rollout.evaluate --engine openai --base-url URL --model NAME --api-key-env VAR --out runs/eval
     python -m rollout.evaluate --from-trials runs/eval/trials.jsonl --out runs/eval2   # recompute only
     python -m rollout.evaluate ... --thinkingbox-data CLONE --thinkingbox-python PY --user-base-url URL ...
+    python -m rollout.evaluate ... --suite tau2 --tau2-python PY --user-base-url URL --user-model NAME
+        [--domain retail] [--split test|train|base] [--tau2-grading tau2|fast|both]
 
 Why k trials: one run per task measures pass@1 but not reliability; the share of tasks solved in every one of
 k trials (observed k/k) and pass^k are what a deployment cares about. Output under --out: trials.jsonl (one
 record per trial, appended as trials end; --resume continues it without redoing finished trials),
 summary.json (public keys, see rollout/evaluation/summary.py), tasks.jsonl (per-task counts and Jeffreys
 intervals), report.md, domains.png and successes.png.
+
+External suites (rollout/evaluation/suites.py) bring their own tasks and session opener: ThinkingBox-Bench
+(--thinkingbox-data) and τ²-bench (--suite tau2: its test split by default, graded by τ²'s own evaluator, its
+user simulator at τ²'s temperature 0.0 unless --user-temperature is given).
 
 Library use (the trainer passes its in-process engine; this package never imports tbjax)::
 
@@ -30,11 +36,19 @@ from pathlib import Path
 from typing import Any
 
 from envs import Task
+from envs.errors import ConfigError
 from rollout.evaluation.engine_flags import add_engine_flags, trial_runner_from_flags
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.report import markdown_report, write_plots
 from rollout.evaluation.runner import TrialRunner, run_trials
-from rollout.evaluation.suites import add_suite_flags, load_thinkingbox
+from rollout.evaluation.suites import (
+    SPLITS,
+    add_suite_flags,
+    add_tau2_flags,
+    check_suite_flags,
+    load_tau2,
+    load_thinkingbox,
+)
 from rollout.evaluation.summary import summarize, task_rows
 from rollout.launch_sglang import LaunchError
 from rollout.records import TrialLog, TrialRecord, atomic_write, canonical_json, read_records
@@ -84,15 +98,20 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--from-trials", type=Path, help="no episodes: recompute the reports from these records")
     p.add_argument("--prices", type=Path, help="price table YAML (default configs/prices.yaml)")
     p.add_argument("--domain", action="append",
-                   help="a domain: a built-in or installed one by name, or module:attr (repeatable; default: all)")
-    p.add_argument("--split", choices=("train", "heldout"),
-                   help="the domains' tasks of this split (default heldout); with --tasks, that split of the file's")
+                   help="a domain: a built-in or installed one by name, or module:attr; with --suite tau2 a bare τ² "
+                        "domain (retail, airline, telecom) (repeatable; default: all)")
+    p.add_argument("--split", choices=SPLITS,
+                   help="the domains' tasks of this split: train or heldout (default heldout; with --tasks, that "
+                        "split of the file's); with --suite tau2: train, test or base (default test)")
     p.add_argument("--tasks", type=Path, help="a JSONL file of tasks instead of the domains' own")
     p.add_argument("--limit", type=int, help="only the first N tasks")
     p.add_argument("--title", help="report title")
     add_engine_flags(p)
     add_suite_flags(p)
-    return p.parse_args(argv)
+    add_tau2_flags(p, grading="tau2")
+    args = p.parse_args(argv)
+    check_suite_flags(p, args, tau2_split="test")
+    return args
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
@@ -100,8 +119,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     if args.from_trials:
         return write_reports(read_records(args.from_trials), args.out, prices=prices,
                              title=args.title or f"Evaluation from {args.from_trials.name}")
-    if args.thinkingbox_data:
-        suite = load_thinkingbox(args)
+    if args.thinkingbox_data or args.suite == "tau2":
+        suite = load_thinkingbox(args) if args.thinkingbox_data else load_tau2(args)
         try:
             async with trial_runner_from_flags(args, opener=suite.open) as runner:
                 return await evaluate(suite.tasks, runner, out=args.out, k=args.k, resume=args.resume,
@@ -120,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         summary = asyncio.run(_run(args))
-    except (FileExistsError, ValueError, LaunchError) as error:
+    except (FileExistsError, ValueError, LaunchError, ConfigError) as error:
         log.error("%s", error)
         return 2
     log.info("pass@1 %s over %d tasks, %d scored trials, %d system errors; reports in %s", summary["pass@1"],

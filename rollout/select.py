@@ -2,9 +2,14 @@
 
     python -m rollout.select --from-trials base/trials.jsonl --out runs/select [--reference ref/trials.jsonl]
     python -m rollout.select --engine embedded --model DIR --n 8 --split train --out runs/select
+    python -m rollout.select --engine ... --suite tau2 --tau2-python PY --user-base-url URL --user-model NAME
+        [--domain retail] [--split train] --out runs/select
 
 With an engine it first runs the policy n times per candidate into out/trials.jsonl (resumable, like
 `rollout.evaluate`), then selects from those records. Rules and defaults: rollout/evaluation/selection.py.
+With --suite tau2 the candidates are τ²-bench's train split, played through the suite's own sessions and
+graded fast (τ²'s reward read from the live environment, as training grades; --tau2-grading); its test split
+is held out, so a test task among the candidates (--split test or base) stops the command, named.
 Writes atomically, reproducible byte for byte from the same inputs and settings (no clocks, no absolute paths):
 - selected.yaml    `tasks:` the selected task ids, sorted (what the trainer reads)
 - aggregates.jsonl per task: n, k, system_errors, posterior band masses, band, 95% interval, gate, reason
@@ -28,6 +33,9 @@ from typing import Any
 
 import yaml
 
+from envs import Task
+from envs.errors import ConfigError
+from rollout.episode import SessionOpener
 from rollout.evaluate import TRIALS_FILE
 from rollout.evaluation.charts import png_bytes
 from rollout.evaluation.engine_flags import add_engine_flags, trial_runner_from_flags
@@ -41,9 +49,18 @@ from rollout.evaluation.selection import (
     band_counts,
     select,
 )
+from rollout.evaluation.suites import SPLITS, add_tau2_flags, check_suite_flags, load_tau2
 from rollout.launch_sglang import LaunchError
 from rollout.records import TrialLog, atomic_write, canonical_json, read_records, task_counts
-from rollout.task_choice import BenchmarkExclusion, benchmark_exclusion, command_tasks
+from rollout.task_choice import (
+    COMMAND_FLAGS,
+    BenchmarkExclusion,
+    TaskChoiceError,
+    TaskSource,
+    benchmark_exclusion,
+    command_tasks,
+    split_tasks,
+)
 
 log = logging.getLogger("rollout.select")
 OUTPUTS = ("selected.yaml", "aggregates.jsonl", "bands.png")
@@ -113,8 +130,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--resume", action="store_true", help="continue out/trials.jsonl")
     p.add_argument("--domain", action="append", help="a candidate domain: a built-in or installed one by name, "
-                   "or module:attr (repeatable; default: all)")
-    p.add_argument("--split", default="train")
+                   "or module:attr; with --suite tau2 a bare τ² domain (repeatable; default: all)")
+    p.add_argument("--split", default="train", choices=SPLITS,
+                   help="the candidates' split (default train; τ²-bench's test split is never selected from)")
     p.add_argument("--tasks", type=Path, help="a JSONL file of candidate tasks")
     p.add_argument("--limit", type=int, help="only the first N candidates")
     p.add_argument("--band-edges", default=",".join(map(str, BAND_EDGES)), help="edges from 0 to 1")
@@ -126,7 +144,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--exclude-ids", type=Path, action="append", default=[], help="more benchmark task ids (file)")
     p.add_argument("--exclude-prefix", action="append", default=[], help="more benchmark task id prefixes")
     add_engine_flags(p)
-    return p.parse_args(argv)
+    add_tau2_flags(p, grading="fast")
+    args = p.parse_args(argv)
+    check_suite_flags(p, args, tau2_split="train")
+    return args
 
 
 def config_from_args(args: argparse.Namespace) -> SelectionConfig:
@@ -140,11 +161,32 @@ async def _collect(args: argparse.Namespace) -> Path:
     """The base policy's records: --from-trials, or run n trials per candidate into out/trials.jsonl."""
     if args.from_trials:
         return args.from_trials
-    tasks = command_tasks(args.tasks, args.domain, args.split, args.limit, for_training=True)
-    async with trial_runner_from_flags(args) as runner:
+    if args.suite == "tau2":
+        suite = load_tau2(args)
+        try:
+            await _run_candidates(args, tau2_candidates(suite.tasks, args.split), suite.open)
+        finally:
+            await suite.aclose()
+    else:
+        await _run_candidates(args, command_tasks(args.tasks, args.domain, args.split, args.limit, for_training=True))
+    return args.out / TRIALS_FILE
+
+
+def tau2_candidates(tasks: list[Task], split: str) -> list[Task]:
+    """The τ² suite's tasks as candidates, refused (naming one) when any is a test-split task: those are
+    evaluation-only, so --split test and base stop here, before any engine starts."""
+    try:
+        return split_tasks(TaskSource(pool=tasks, names=COMMAND_FLAGS), None, for_training=True)
+    except TaskChoiceError as error:
+        raise TaskChoiceError(f"--suite tau2 --split {split}: {error}; select from --split train") from error
+
+
+async def _run_candidates(args: argparse.Namespace, tasks: list[Task], opener: SessionOpener | None = None) -> None:
+    """n trials of every candidate into out/trials.jsonl, episodes opened by `opener` (None: the built-in
+    domains')."""
+    async with trial_runner_from_flags(args, opener=opener) as runner:
         with TrialLog(args.out / TRIALS_FILE, resume=args.resume) as trial_log:
             await run_trials(tasks, args.n, runner, trial_log, concurrency=args.concurrency)
-    return args.out / TRIALS_FILE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -157,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             [i for path in args.exclude_ids for i in _read_ids(path)], args.exclude_prefix)
         manifest = run_selection(asyncio.run(_collect(args)), args.out, config, reference=args.reference,
                                  exclusion=exclusion)
-    except (FileExistsError, ValueError, LaunchError) as error:
+    except (FileExistsError, ValueError, LaunchError, ConfigError) as error:
         log.error("%s", error)
         return 2
     counts = manifest["counts"]

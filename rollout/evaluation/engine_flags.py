@@ -32,6 +32,7 @@ from rollout.launch_sglang import LaunchConfig, Supervisor, start_supervised
 
 EMBEDDED_MAX_LEN = 4096  # tbjax.serve's --max-len when --server-args leaves it out
 AGENT_TIMEOUT_S = 300.0  # one turn of an API model, which may reason for minutes before it answers
+USER_TEMPERATURE = 0.3  # the simulated user's when --user-temperature is unset (τ²-bench's own user: 0.0)
 
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +58,8 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     user.add_argument("--user-base-url", help="an OpenAI-compatible endpoint playing the user")
     user.add_argument("--user-model")
     user.add_argument("--user-api-key-env")
-    user.add_argument("--user-temperature", type=float, default=0.3)
+    user.add_argument("--user-temperature", type=float,
+                      help=f"default {USER_TEMPERATURE}; τ²-bench's user (--suite tau2) 0.0, τ²'s own default")
 
 
 def episode_config(args: argparse.Namespace) -> EpisodeConfig:
@@ -85,7 +87,8 @@ def session_opener(args: argparse.Namespace) -> SessionOpener | None:
         raise SystemExit("--user-base-url needs --user-model (the user simulator's model name)")
     client = ChatClient.from_config(ChatEndpointConfig(base_url=args.user_base_url, model=args.user_model,
                                                        api_key_env=args.user_api_key_env))
-    return partial(open_session, user=lambda scenario: LlmUser(scenario, client, args.user_temperature))
+    temperature = USER_TEMPERATURE if args.user_temperature is None else args.user_temperature
+    return partial(open_session, user=lambda scenario: LlmUser(scenario, client, temperature))
 
 
 def model_name(args: argparse.Namespace) -> str:
