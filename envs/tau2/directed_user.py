@@ -6,10 +6,16 @@ It reads the conversation it is sent (the agent as "user", itself as "assistant"
 (`<user_actions>[...]</user_actions>`), it makes those calls one at a time as tool calls, then says they are
 done; any other message from the agent ends the conversation with `###STOP###`. It needs no model, so the
 gold and spoiled trajectories run through the real episode loop, user tool calls included.
+
+    python -m envs.tau2.directed_user --port 8011     # serves http://127.0.0.1:8011/v1 until interrupted
+
+(a stand-in for a user simulator when only the wiring is being tried: it says almost nothing, so no agent
+can do a task that needs what the user knows).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,7 +51,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             message = next_message(body["messages"])
-        except (ValueError, KeyError, TypeError) as error:
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
             self._send(400, {"error": {"message": f"bad request: {error}"}})
             return
         finish = "tool_calls" if message.get("tool_calls") else "stop"
@@ -67,8 +73,8 @@ class _Handler(BaseHTTPRequestHandler):
 class DirectedUser:
     """The server, started on a free port: `base_url` is what a ChatEndpointConfig points at."""
 
-    def __init__(self) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    def __init__(self, port: int = 0) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="tau2-directed-user")
 
     @property
@@ -82,3 +88,19 @@ class DirectedUser:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="the directed user: an OpenAI-compatible stand-in user for τ²")
+    parser.add_argument("--port", type=int, default=8011)
+    args = parser.parse_args(argv)
+    with DirectedUser(args.port) as user:
+        print(f"directed user at {user.base_url} (Ctrl-C stops it)", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
