@@ -26,6 +26,7 @@ from tbjax.sections.model import MeshSection, ModelSection
 from tbjax.sections.rollout import EpisodeSection, GroupsSection, RolloutSection, UserSection
 from tbjax.sections.run import RunSection
 from tbjax.sections.tasks import EvaluateSection, SelectSection, TasksSection, ValidationSection
+from tbjax.sections.tau2 import Tau2Section
 from tbjax.sections.training import (
     SAVE_SETTINGS,
     WATCH_SETTINGS,
@@ -63,6 +64,7 @@ class Config(Section):
     evaluate: EvaluateSection = EvaluateSection()
     validation: ValidationSection = ValidationSection()
     lora: LoraSection = LoraSection()
+    tau2: Tau2Section = Tau2Section()  # with tasks.suite=tau2: τ²-bench's venv, domains and user simulator
 
     @model_validator(mode="after")
     def _episodes_fit(self) -> Config:
@@ -98,6 +100,23 @@ class Config(Section):
                              "(the scores are still recorded) or rollout.placement=disaggregated")
         return self
 
+    @model_validator(mode="after")
+    def _suite_settings_can_act(self) -> Config:
+        """tasks.suite=tau2 takes its tasks, held-out split and user simulator from the `tau2` section: the
+        settings that choose or play built-in domains' tasks could not act, so they are errors."""
+        if self.tasks.suite == "builtin":
+            if self.tau2 != Tau2Section():
+                raise ValueError("the tau2 section acts only with tasks.suite=tau2: set tasks.suite=tau2, or drop "
+                                 "the tau2 section")
+            return self
+        if self.tau2.python is None or self.tau2.user is None:
+            raise ValueError("tasks.suite=tau2 needs tau2.python (the Python of τ²-bench's venv) and tau2.user (the "
+                             "user simulator's endpoint: base_url, model)")
+        problems = _tau2_conflicts(self)
+        if problems:
+            raise ValueError(f"with tasks.suite=tau2, {'; '.join(problems)}")
+        return self
+
     def fingerprint(self) -> str:
         """A short hash of what determines the training trajectory (resume checks compare it): everything
         but the run's bookkeeping (steps to run, resume mode, how often it is saved and how many saves it keeps,
@@ -113,10 +132,17 @@ class Config(Section):
         # no validation split, or full-parameter training: as before the section existed
         absent = {"validation": True} if not self.validation.tasks else {}
         absent |= {"lora": True} if not self.lora.enabled else {}
+        # the built-in suite, as before τ²-bench could be one; with τ², where its venv is and how many workers
+        # serve it are not what the run computes (nor is how the user simulator's requests are retried)
+        builtin = self.tasks.suite == "builtin"
+        where_tau2_runs = {"python": True, "workers": True, "user": set(RetryPolicy.model_fields)}
+        absent |= {"tau2": True if builtin else where_tau2_runs}
+        suite = {"suite"} if builtin else set()
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
                                                       *WATCH_SETTINGS, *SAVE_SETTINGS},
                                             "optim": masters, "groups": unshaped, "warm_start": {"checkpoint_every"},
+                                            "tasks": suite,
                                             "user": {"endpoint": set(RetryPolicy.model_fields)},
                                             "mesh": {"coordinator_address", "process_id"},
                                             "rollout": {"placement"}, "run": True, "evaluate": True, **absent})
@@ -124,6 +150,30 @@ class Config(Section):
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(), sort_keys=False)
+
+
+def _tau2_conflicts(config: Config) -> list[str]:
+    """The settings that could not act with τ²-bench as the suite, each with its fix."""
+    tasks, evaluate, warm = config.tasks, config.evaluate, config.warm_start
+    problems = [
+        (warm.steps, f"warm_start.steps={warm.steps}: the warm start imitates the oracle's demonstrations, which "
+                     "only built-in domains have; set warm_start.steps=0"),
+        (warm.slips, "warm_start.slips: the warm start's demonstrations are built-in domains'; drop it"),
+        (tasks.file, f"tasks.file={tasks.file}: the tasks are τ²-bench's; drop tasks.file"),
+        (tasks.domains is not None, "tasks.domains: τ²-bench's domains are tau2.domains; drop tasks.domains"),
+        (tasks.templates is not None, "tasks.templates: τ²-bench's tasks have no templates to choose; drop "
+                                      "tasks.templates"),
+        (tasks.prompt != "full", f"tasks.prompt={tasks.prompt}: the agent's prompt is τ²-bench's own; drop "
+                                 "tasks.prompt"),
+        (evaluate.heldout != "templates", f"evaluate.heldout={evaluate.heldout}: the held-out tasks are "
+                                          "τ²-bench's test split; set evaluate.heldout=templates"),
+        (evaluate.templates_tasks, "evaluate.templates_tasks: the held-out tasks are τ²-bench's test split "
+                                   "(evaluate.tasks of them); drop evaluate.templates_tasks"),
+        (config.user.kind == "llm" or config.user.endpoint is not None,
+         "user: τ²-bench's user simulator is tau2.user (tau2.user_temperature); set user.kind=scripted and drop "
+         "user.endpoint"),
+    ]
+    return [message for acts, message in problems if acts]
 
 
 def apply_override(tree: dict[str, Any], assignment: str) -> None:

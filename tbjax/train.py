@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from rollout.task_choice import MissingTaskInput, TaskChoiceError, training_tasks
 from tbjax.config import Config, ConfigError, load_config
+from tbjax.trainer.suite_setup import task_source
 
 console = Console()
 
@@ -38,10 +39,10 @@ def parse_args(argv: list[str]) -> tuple[Config, bool]:
 
 
 def check_tasks(config: Config, dry_run: bool) -> None:
-    """The domains, templates and selection exist: known before any model loads. A missing file only warns
-    in a dry run, which may plan a cluster's run on a laptop."""
+    """The domains, templates and selection (or τ²-bench's train split) exist: known before any model loads. A
+    missing file (or τ²'s venv) only warns in a dry run, which may plan a cluster's run on a laptop."""
     try:
-        training_tasks(config.tasks.source())
+        training_tasks(task_source(config))
     except MissingTaskInput as error:
         if not dry_run:
             raise

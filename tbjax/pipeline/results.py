@@ -22,7 +22,13 @@ def _tokens(summary: dict[str, Any]) -> str:
 SCORE_HEADER = ("score", "base", "trained", "delta", "95% bootstrap")
 DECISION_HEADER = ("task kind", "decision", "base", "trained", "change [95% bootstrap]")
 HELDOUT_KINDS = {"templates": "held-out templates (requests and tools never trained on)",
-                 "instances": "held-out instances of the trained templates (new customers, ids and values)"}
+                 "instances": "held-out instances of the trained templates (new customers, ids and values)",
+                 "tau2": "the test split of τ²-bench (tasks never selected from or trained on)"}
+
+
+def heldout_kind(config: Config) -> str:
+    """What the held-out tasks are, as a key of HELDOUT_KINDS: τ²-bench's test split, or `evaluate.heldout`."""
+    return "tau2" if config.tasks.suite == "tau2" else config.evaluate.heldout
 
 
 def results_table(result: dict[str, Any], seconds: dict[str, float], heldout: str) -> Table:
@@ -75,6 +81,8 @@ def exported_line(grpo: dict[str, Any]) -> str:
 
 def slips_line(config: Config, slipped: dict[str, dict[str, int]] | None) -> str:
     """The warm start's demonstrator: its slip rates and how many slipped demonstrations the verifier failed."""
+    if not config.warm_start.steps:
+        return "Warm start: none (the base policy is model.path's)."
     if not config.warm_start.slips:
         return "Warm start: the oracle's demonstrations only (a demonstrator that never slips)."
     parts = []
@@ -90,7 +98,7 @@ def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: 
                      slipped: dict[str, dict[str, int]] | None = None,
                      on_templates: dict[str, Any] | None = None, grpo: dict[str, Any] | None = None) -> str:
     a = result["a"]
-    lines = [f"{HELDOUT_KINDS[config.evaluate.heldout].capitalize()}: {a['tasks']} tasks x {a['k']} trials each, "
+    lines = [f"{HELDOUT_KINDS[heldout_kind(config)].capitalize()}: {a['tasks']} tasks x {a['k']} trials each, "
              "the same sampling seeds for both policies; "
              f"intervals are paired bootstrap 95% over tasks ({config.evaluate.bootstrap_resamples} resamples).",
              "", slips_line(config, slipped), ""]

@@ -1,6 +1,8 @@
 """The seed paper's experiment as one command: warm start -> select by difficulty -> GRPO -> evaluate base and
 trained policies on held-out tasks -> compare. `python -m tbjax.train` runs it when the config enables the
-warm-start, selection or evaluation stages (the laptop default does); otherwise it is plain GRPO.
+warm-start, selection or evaluation stages (the laptop default does); otherwise it is plain GRPO. With
+tasks.suite=tau2 (τ²-bench) there is no warm start (its demonstrations are built-in domains'), selection draws
+from τ²'s train split and the held-out tasks are its test split.
 
 Every stage caches its outputs under the run directory and is skipped (or resumed) when they exist, so a
 second call after an interruption continues instead of redoing:
@@ -31,6 +33,7 @@ import yaml
 from rich.console import Console
 
 from envs import Task
+from envs.tau2.config import Grading
 from rollout.compare import write_comparison
 from rollout.decisions import decision_rows
 from rollout.evaluate import evaluate
@@ -53,13 +56,16 @@ from tbjax.config import Config, ConfigError
 from tbjax.engine.configured import embedded_engine
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models.placement import load_policy
-from tbjax.pipeline.results import results_markdown, results_table
+from tbjax.pipeline.results import heldout_kind, results_markdown, results_table
 from tbjax.sections.run import RunSection
 from tbjax.trainer.loop import run_training
-from tbjax.trainer.run_setup import session_opener
+from tbjax.trainer.suite_setup import configured_opener, session_opener, task_source
 from tbjax.warmstart.warm_start import load_or_record_demos, load_or_record_slips, slip_summary, warm_start
 
 console = Console()
+# τ²-bench's held-out scores are its own evaluator's (it replays each trajectory), as rollout.evaluate reports them;
+# selection and GRPO grade as tau2.grading says
+EVALUATION_GRADING: Grading = "tau2"
 STAGES = ("assets", "warm start", "select", "evaluate base", "grpo", "evaluate trained", "compare")
 
 
@@ -86,9 +92,10 @@ class StageClock:
 
 
 def heldout_split(config: Config) -> tuple[list[Task], list[Task]]:
-    """(tasks to train on, held-out tasks to evaluate on), as `evaluate.heldout`, `.tasks` and `.seed` say."""
+    """(tasks to train on, held-out tasks to evaluate on), as `evaluate.heldout`, `.tasks` and `.seed` say
+    (with tasks.suite=tau2: τ²-bench's train split, and tasks of its test split)."""
     e = config.evaluate
-    return split_heldout(config.tasks.source(), e.heldout, e.tasks, e.seed)
+    return split_heldout(task_source(config), e.heldout, e.tasks, e.seed)
 
 
 def heldout_templates(config: Config) -> list[Task]:
@@ -96,13 +103,13 @@ def heldout_templates(config: Config) -> list[Task]:
     e = config.evaluate
     if e.heldout != "instances" or not e.templates_tasks:
         return []
-    return spread_over_templates(heldout_split_tasks(config.tasks.source()), e.templates_tasks, e.seed)
+    return spread_over_templates(heldout_split_tasks(task_source(config)), e.templates_tasks, e.seed)
 
 
 def grpo_tasks(config: Config, heldout: list[Task]) -> list[Task]:
     """What GRPO draws from (`tasks.selected` as the selection stage left it), less the held-out (and
     validation) tasks."""
-    tasks = training_tasks(config.tasks.source())
+    tasks = training_tasks(task_source(config))
     kept = without_heldout(tasks, heldout)
     if len(kept) < len(tasks):
         console.print(f"[yellow]{len(tasks) - len(kept)} held-out or validation tasks left out of GRPO's "
@@ -126,14 +133,22 @@ class Campaigns:
                                            self.name)
         return self._engine
 
-    def run(self, tasks: list[Task], k: int, seed: int, out: Path) -> dict[str, Any]:
+    def run(self, tasks: list[Task], k: int, seed: int, out: Path, grading: Grading | None = None) -> dict[str, Any]:
+        """`k` trials of each task, recorded under `out`; a τ² suite grades them as `grading` says (None: as
+        training does, tau2.grading)."""
         if _complete(out, tasks, k):
             return json.loads((out / "summary.json").read_text())
-        runner = token_trial_runner(self.engine(), self.interpreter, model=self.name, config=self.config.episode,
-                                    opener=session_opener(self.config), seed=seed)
-        return asyncio.run(evaluate(tasks, runner, out=out, k=k, resume=True,
-                                    concurrency=self.config.evaluate.concurrency,
-                                    title=f"{self.name} policy, {len(tasks)} tasks x {k} trials"))
+        return asyncio.run(self._campaign(self.engine(), tasks, k, seed, out, grading))
+
+    async def _campaign(self, engine: JaxEngine, tasks: list[Task], k: int, seed: int, out: Path,
+                        grading: Grading | None) -> dict[str, Any]:
+        """The trials, their sessions opened by the configured suite (a τ² suite lives as long as this loop)."""
+        async with configured_opener(self.config, grading) as opener:
+            runner = token_trial_runner(engine, self.interpreter, model=self.name, config=self.config.episode,
+                                        opener=opener, seed=seed)
+            return await evaluate(tasks, runner, out=out, k=k, resume=True,
+                                  concurrency=self.config.evaluate.concurrency,
+                                  title=f"{self.name} policy, {len(tasks)} tasks x {k} trials")
 
     def close(self) -> None:
         if self._engine is not None:
@@ -165,6 +180,12 @@ def plot_training(root: Path, config: Config) -> None:
     warm_start_metrics = root / "warm_start" / "metrics.jsonl"
     if warm_start_metrics.is_file():
         warm_start_png(warm_start_metrics, root / "warm_start_loss.png", config.warm_start.copy_drills)
+
+
+def _decision_kinds(config: Config, heldout: list[Task]) -> dict[str, str]:
+    """Task id -> kind, for the table of which way the held-out trials decided; none for τ²-bench's tasks, whose
+    verdicts name no outcome (golden, careless, unchanged) to read a decision from."""
+    return {} if config.tasks.suite == "tau2" else {t.id: t.kind.value for t in heldout}
 
 
 def _write_ids(path: Path, ids: list[str]) -> str:
@@ -220,7 +241,7 @@ def run_pipeline(config: Config) -> dict[str, Any]:
     templates = heldout_templates(config)
     with stage("evaluate base"):
         if heldout:
-            base.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "base")
+            base.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "base", EVALUATION_GRADING)
         if templates:
             base.run(templates, config.evaluate.k, config.evaluate.seed, root / "eval" / "base_templates")
     base.close()
@@ -237,7 +258,8 @@ def run_pipeline(config: Config) -> dict[str, Any]:
     with stage("evaluate trained"):
         if heldout:
             trained = Campaigns(trained_dir, "trained", config, interpreter)
-            trained.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained")
+            trained.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained",
+                        EVALUATION_GRADING)
             if templates:
                 trained.run(templates, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained_templates")
             trained.close()
@@ -248,10 +270,10 @@ def run_pipeline(config: Config) -> dict[str, Any]:
             return {}
         result = _compare(root, "", config)
         on_templates = _compare(root, "_templates", config) if templates else None
-    console.print(results_table(result, clock.seconds, config.evaluate.heldout))
+    console.print(results_table(result, clock.seconds, heldout_kind(config)))
     decisions = decision_rows(read_records(root / "eval" / "base" / "trials.jsonl"),
                               read_records(root / "eval" / "trained" / "trials.jsonl"),
-                              {t.id: t.kind.value for t in heldout}, resamples=config.evaluate.bootstrap_resamples,
+                              _decision_kinds(config, heldout), resamples=config.evaluate.bootstrap_resamples,
                               seed=config.evaluate.seed)
     atomic_write(root / "results.md", results_markdown(result, clock.seconds, config, steps, decisions,
                                                        None if slipped is None else slip_summary(slipped),

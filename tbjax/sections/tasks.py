@@ -13,6 +13,9 @@ from tbjax.sections.base import Section
 
 
 class TasksSection(Section):
+    # builtin: the known domains' tasks (or `file`'s); tau2: τ²-bench's, as the `tau2` section configures them
+    # (its train split trains, its test split is evaluation's; `file`, `domains` and `templates` do not apply)
+    suite: Literal["builtin", "tau2"] = "builtin"
     # Where the tasks come from: `file` if set, else the tasks the known domains generate. Either way the same
     # filters apply, in this order: `domains`, then (train split only) `templates`, then `selected`; the
     # train split trains, the heldout split is evaluation's (evaluate.heldout: templates). A benchmark task

@@ -39,7 +39,8 @@ from tbjax.trainer.checkpoint import Checkpointer, CheckpointWriteError
 from tbjax.trainer.lockstep import engine_model, share_batch
 from tbjax.trainer.metrics_log import console
 from tbjax.trainer.packing import PackedBatch, batch_from_groups
-from tbjax.trainer.run_setup import VALIDATED, Run, build_run, session_opener, task_manifest_hash
+from tbjax.trainer.run_setup import VALIDATED, Run, build_run, task_manifest_hash
+from tbjax.trainer.suite_setup import configured_opener
 from tbjax.trainer.task_stream import ByKindStream
 
 T = TypeVar("T")
@@ -56,14 +57,23 @@ def run_training(config: Config, model: Qwen, model_dir: Path, tasks: list[Task]
 
 async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
     """Runs the remaining steps; returns the final HF export. `opener` opens each episode's environment
-    session (default: built-in domains with the configured user simulator)."""
+    session (default: the configured suite's, tbjax.trainer.suite_setup, on the driver, which alone runs
+    episodes; a τ² suite's workers end with the run)."""
+    async with contextlib.AsyncExitStack() as stack:
+        if opener is None and is_driver():
+            opener = await stack.enter_async_context(configured_opener(run.config))
+        return await _train(run, opener)
+
+
+async def _train(run: Run, opener: SessionOpener | None) -> Path:
+    """The steps, validations and final export; `opener` is None on the processes other than the driver."""
     config = run.config
-    opener = opener or session_opener(config)
     scheduler = None
     if is_driver():
         if run.engine is None:
             raise RuntimeError("the driver process has no rollout engine: build the run with "
                                "tbjax.trainer.run_setup.build_run")
+        assert opener is not None, "run_steps gives the driver its opener"
         scheduler = GroupScheduler(_task_stream(run), _episode_runner(run, run.engine, opener), config.groups,
                                    first_draw=run.draws, replacement=_replacement(run))
     if run.step and config.rollout.engine == "sglang":
@@ -287,7 +297,7 @@ async def _unless_a_save_fails(checkpointer: Checkpointer, work: Awaitable[T]) -
     return task.result()
 
 
-async def _validate(run: Run, opener: SessionOpener) -> dict[str, Any]:
+async def _validate(run: Run, opener: SessionOpener | None) -> dict[str, Any]:
     """Scores the served policy where a validation is due at this step; a new best step's weights go to
     <run>/validated/v<step> (validation.export=best). The step's validation metrics, or {} where none ran."""
     validation = run.validation

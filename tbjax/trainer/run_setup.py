@@ -6,20 +6,15 @@ what watches the run. `Run` is everything tbjax.trainer.loop holds between steps
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 from pathlib import Path
 
 import yaml
 
-from envs import Task, open_session
-from envs.chat_endpoint import ChatClient
-from envs.users.llm import LlmUser
-from envs.users.scripted import ScriptedUser
+from envs import Task
 from rollout.engines.sglang import SGLangEngine
-from rollout.episode import SessionOpener
 from rollout.interpret import Interpreter
-from rollout.task_choice import carve, training_tasks, without_heldout
+from rollout.task_choice import carve, refuse_benchmark, training_tasks, without_heldout
 from tbjax.config import Config
 from tbjax.engine.configured import embedded_engine
 from tbjax.engine.jax_engine import JaxEngine
@@ -32,6 +27,8 @@ from tbjax.trainer.lockstep import engine_model
 from tbjax.trainer.metrics_log import MetricsLog
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
 from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
+from tbjax.trainer.suite_setup import session_opener as session_opener  # re-exported: scripts/decision_notes.py
+from tbjax.trainer.suite_setup import task_source
 from tbjax.trainer.task_stream import TaskStream, task_stream
 from tbjax.trainer.train_state import TrainState
 from tbjax.trainer.update import GRPOTrainer, make_trainer
@@ -72,29 +69,15 @@ class Run:
         return self.config.run.directory
 
 
-def _user_factory(config: Config):
-    if config.user.kind == "scripted":
-        return ScriptedUser
-    if config.user.endpoint is None:  # reading the config refuses it (UserSection)
-        raise ValueError("user.kind=llm needs user.endpoint")
-    client = ChatClient.from_config(config.user.endpoint)
-    return functools.partial(LlmUser, client=client, temperature=config.user.temperature)
-
-
-def session_opener(config: Config) -> SessionOpener:
-    """Opens sessions of any known domain with the configured user simulator and prompt style."""
-    return functools.partial(open_session, user=_user_factory(config), prompt=config.tasks.prompt)
-
-
 def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
               validation_tasks: list[Task] | None = None) -> Run:
-    """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula). With
-    `validation.tasks`, `validation_tasks` is the validation split (the pipeline carves it before the warm
-    start); None carves it out of the tasks here."""
+    """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula), which
+    may hold no benchmark task either. With `validation.tasks`, `validation_tasks` is the validation split (the
+    pipeline carves it before the warm start); None carves it out of the tasks here."""
+    tasks = training_tasks(task_source(config)) if tasks is None else refuse_benchmark(tasks, "build_run's tasks")
     if config.lora.enabled:  # GRPO trains adapters on the model, its weights frozen (tbjax.trainer.update)
         add_adapters(model, config.lora.spec(), config.lora.seed)
     trainer = make_trainer(config, model)
-    tasks = tasks if tasks is not None else training_tasks(config.tasks.source())
     validation = None
     if config.validation.tasks:
         if validation_tasks is None:

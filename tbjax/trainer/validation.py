@@ -78,9 +78,10 @@ class Validation:
                 scores[int(summary.parent.name.removeprefix("step"))] = float(data[SCORE])
         return scores
 
-    async def score(self, step: int, engine: Any, interpreter: Interpreter, opener: SessionOpener) -> Verdict:
-        """Scores the policy `engine` serves as step `step`'s (on the driver; the other processes pass None
-        and wait for the verdict), or reads the score a resumed run already has."""
+    async def score(self, step: int, engine: Any, interpreter: Interpreter, opener: SessionOpener | None) -> Verdict:
+        """Scores the policy `engine` serves as step `step`'s, its episodes opened by `opener` (on the driver;
+        the other processes pass None for both and wait for the verdict), or reads the score a resumed run
+        already has."""
         values = np.zeros(3, np.float64)
         if is_driver():
             scores = self.scores()
@@ -91,7 +92,7 @@ class Validation:
         values = broadcast_from_driver(values)
         return Verdict(int(values[0]), float(values[1]), int(values[2]))
 
-    async def _run(self, step: int, engine: Any, interpreter: Interpreter, opener: SessionOpener) -> float:
+    async def _run(self, step: int, engine: Any, interpreter: Interpreter, opener: SessionOpener | None) -> float:
         v = self.config.validation
         runner = token_trial_runner(engine, interpreter, model=f"step{step}", config=self.config.episode,
                                     opener=opener, seed=v.seed)
