@@ -9,12 +9,10 @@ import json
 
 import pytest
 
-from envs.tau2.directed_user import DirectedUser
 from rollout import evaluate
 from rollout.evaluation import suites
 from rollout.records import read_records
-from tbjax.assets.tiny import make_flax_checkpoint
-from tests.rollout.tau2_support import EPISODE_FLAGS, tau2_flags, tau2_python
+from tests.rollout.tau2_support import run_on_tiny_policy
 
 TAU2 = ["--suite", "tau2", "--tau2-python", "/venv/bin/python", "--user-base-url", "http://127.0.0.1:9/v1",
         "--user-model", "user-sim"]
@@ -63,13 +61,9 @@ def test_flags_become_the_suites_config(flags, temperature, tmp_path, monkeypatc
 
 
 def test_one_retail_test_episode_end_to_end(tmp_path):
-    python = tau2_python()
-    policy = make_flax_checkpoint(tmp_path / "policy", "qwen3")
     out = tmp_path / "eval"
-    with DirectedUser() as user:
-        code = evaluate.main(["--engine", "embedded", "--model", str(policy), *tau2_flags(python, user.base_url),
-                              "--domain", "retail", "--split", "test", "--limit", "1", "--k", "1", "--out", str(out),
-                              *EPISODE_FLAGS])
+    code = run_on_tiny_policy(evaluate.main, tmp_path, out, "--domain", "retail", "--split", "test", "--limit", "1",
+                              "--k", "1")
     assert code == 0
     [record] = read_records(out / "trials.jsonl")
     assert record.task_id.startswith("tau2/retail/test/") and record.system_error is None, record

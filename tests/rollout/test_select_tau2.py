@@ -12,8 +12,7 @@ import pytest
 from envs.tau2.directed_user import DirectedUser
 from rollout import select as select_cli
 from rollout.records import read_records
-from tbjax.assets.tiny import make_flax_checkpoint
-from tests.rollout.tau2_support import EPISODE_FLAGS, tau2_flags, tau2_python
+from tests.rollout.tau2_support import run_on_tiny_policy, tau2_flags, tau2_python
 
 UNREACHABLE_AGENT = ["--engine", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
 
@@ -40,13 +39,9 @@ def test_test_tasks_are_refused_by_id(split, tmp_path, caplog):
 
 
 def test_selects_on_the_train_split(tmp_path):
-    python = tau2_python()
-    policy = make_flax_checkpoint(tmp_path / "policy", "qwen3")
     out = tmp_path / "sel"
-    with DirectedUser() as user:
-        code = select_cli.main(["--engine", "embedded", "--model", str(policy), *tau2_flags(python, user.base_url),
-                                "--domain", "retail", "--limit", "2", "--n", "1", "--min-clean-runs", "1",
-                                "--out", str(out), *EPISODE_FLAGS])
+    code = run_on_tiny_policy(select_cli.main, tmp_path, out, "--domain", "retail", "--limit", "2", "--n", "1",
+                              "--min-clean-runs", "1")
     assert code in (0, 1)  # 1: nothing selected (the random policy fails every candidate: too_hard)
     records = read_records(out / "trials.jsonl")
     assert len(records) == 2 and all(r.system_error is None and r.reward_breakdown for r in records), records
