@@ -26,7 +26,7 @@ from tbjax.config import Config, load_config
 from tbjax.engine.configured import embedded_engine
 from tbjax.models.placement import load_policy
 from tbjax.pipeline.stages import heldout_split
-from tbjax.trainer.run_setup import session_opener
+from tbjax.trainer.suite_setup import session_opener
 
 KINDS = ("never read the record", "states the record", "states other facts", "no note")
 

@@ -27,7 +27,6 @@ from tbjax.trainer.lockstep import engine_model
 from tbjax.trainer.metrics_log import MetricsLog
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
 from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
-from tbjax.trainer.suite_setup import session_opener as session_opener  # re-exported: scripts/decision_notes.py
 from tbjax.trainer.suite_setup import task_source
 from tbjax.trainer.task_stream import TaskStream, task_stream
 from tbjax.trainer.train_state import TrainState

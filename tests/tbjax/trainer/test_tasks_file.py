@@ -15,7 +15,7 @@ from envs import Split, Task, load_tasks, write_jsonl
 from rollout.task_choice import MissingTaskInput, TaskChoiceError, training_tasks
 from tbjax.config import load_config
 from tbjax.pipeline.stages import heldout_split
-from tbjax.trainer.run_setup import session_opener
+from tbjax.trainer.suite_setup import session_opener
 from tests.envs.external_domain_support import NAME, REFERENCE, external_domain, forget_references, golden_verdict
 
 TRAIN_IDS = [f"{NAME}/ask_price/{i:03d}" for i in range(3)]
