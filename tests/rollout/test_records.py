@@ -9,7 +9,7 @@ import pytest
 from rollout.records import RecordsError, TrialLog, TrialRecord, Usage, atomic_write, read_records, task_counts
 
 KEYS = {"task_id", "domain", "trial", "passed", "system_error", "termination", "turns", "usage", "model",
-        "weight_version", "seconds", "diff", "outcome", "malformed_tool_calls"}
+        "weight_version", "seconds", "diff", "outcome", "malformed_tool_calls", "reward_breakdown"}
 
 
 def record(task="telecom/a/000", trial=0, passed=True, error=None):
