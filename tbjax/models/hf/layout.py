@@ -13,15 +13,35 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
 from tbjax.models.architecture import ModelConfig
 
 ParamPath = tuple[str | int, ...]
+Array = TypeVar("Array", np.ndarray, Any)  # numpy or jax: the rearrangement uses methods both have
 # Parts of a Qwen3.5 checkpoint tbjax does not model: loading skips them, export copies them unchanged.
 UNMODELLED_PARTS = {"model.visual.": "vision encoder", "mtp.": "multi-token prediction head"}
+
+
+@dataclasses.dataclass(frozen=True)
+class HfTransform:
+    """How one stack entry of a parameter (our inner shape) becomes its HF tensor (its rows, for a part of a
+    fused tensor) and back: a reshape and, for torch Linear weights, a transpose. Hashable, so compiled
+    gathers and scatters take it as a static argument and every parameter of the same shapes shares one
+    program; the methods run on numpy and jax arrays alike."""
+
+    inner_shape: tuple[int, ...]
+    hf_shape: tuple[int, ...]
+    transposed: bool
+
+    def to_hf(self, inner: Array) -> Array:
+        flat = inner.reshape(self.hf_shape[::-1] if self.transposed else self.hf_shape)
+        return flat.T if self.transposed else flat
+
+    def from_hf(self, hf: Array) -> Array:
+        return (hf.T if self.transposed else hf).reshape(self.inner_shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,9 +84,12 @@ class TensorLayout:
         shape = self.hf_shape
         return shape if self.full_rows is None else (self.full_rows, *shape[1:])
 
+    @property
+    def transform(self) -> HfTransform:
+        return HfTransform(self.inner_shape, self.hf_shape, self.transposed)
+
     def to_hf(self, inner: np.ndarray) -> np.ndarray:
-        flat = inner.reshape(self.hf_shape[::-1] if self.transposed else self.hf_shape)
-        return np.ascontiguousarray(flat.T if self.transposed else flat)
+        return np.ascontiguousarray(self.transform.to_hf(inner))
 
     def read_block(self, read: Callable[[str, tuple[slice, ...]], np.ndarray], name: str,
                    index: tuple[slice, ...]) -> np.ndarray:

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 from safetensors import safe_open
 
+from tbjax.models.hf.safetensors_writer import NUMPY_DTYPES
+
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 
@@ -52,6 +54,9 @@ class SafetensorsReader:
 
     def shape(self, name: str) -> tuple[int, ...]:
         return tuple(self._handle(name).get_slice(name).get_shape())
+
+    def dtype(self, name: str) -> np.dtype:
+        return NUMPY_DTYPES[self._handle(name).get_slice(name).get_dtype()]
 
     def read(self, name: str, index: tuple[slice, ...]) -> np.ndarray:
         return self._handle(name).get_slice(name)[index]

@@ -8,8 +8,13 @@ again) renames the old directory away before the rename; when `latest` names it,
 hard-linked copy of it, so it never names a missing directory (the old code deleted the directory `latest`
 named, and a kill before the rename left `latest` dangling until the next publish). Every publish removes
 what it replaced and what a killed one left (staging directories, old versions, copies) once `latest` names
-the new version. The same code path as `tbjax.export`, so what the engines load is exactly what transformers
-would load.
+the new version, and, given a keep count, the versions older than the newest `keep`. The same code path as
+`tbjax.export`, so what the engines load is exactly what transformers would load.
+
+Nothing is fsynced: a run resumed after a crash publishes its step again, so a publish can live in node-local
+memory (/dev/shm). With `replicas`, every process publishes the same path on its own host from the replica it
+holds (the servers of a host read their host's copy, no shared file system); otherwise the driver writes and
+the other processes only take part in the gathers.
 """
 
 from __future__ import annotations
@@ -38,14 +43,19 @@ def version_dir(root: str | Path, version: int | str) -> Path:
 
 
 def publish_weights(model: Qwen, root: str | Path, version: int | str, *, tokenizer_dir: str | Path | None = None,
-                    dtype: str | None = None, transformers4_config: bool = False) -> Path:
+                    dtype: str | None = None, transformers4_config: bool = False, replicas: bool = False,
+                    keep: int | None = None) -> Path:
     """Writes `model` as root/v{version} (HF format) and points root/latest at it. Returns the directory.
-    `transformers4_config`: config.json for servers that pin transformers 4 (sglang-jax)."""
+    Every process calls it. `transformers4_config`: config.json for servers that pin transformers 4
+    (sglang-jax). `replicas`: every process writes `root` on its own host (processes sharing a host need roots
+    of their own). `keep`: how many versions stay (None: all)."""
+    owner = replicas or is_driver()
+
     def write(staging: Path) -> None:
-        save_pretrained(model, staging, tokenizer_dir=tokenizer_dir, dtype=dtype)
-        if transformers4_config and is_driver():
+        save_pretrained(model, staging, tokenizer_dir=tokenizer_dir, dtype=dtype, writes=owner)
+        if transformers4_config and owner:
             write_transformers4_config(staging)
-    return _publish(root, version, write, every_process=True)
+    return _publish(root, version, write, owner=owner, collective=True, keep=keep)
 
 
 def publish_adapter(model: Qwen, spec: LoraSpec, root: str | Path, version: int | str, *,
@@ -54,26 +64,32 @@ def publish_adapter(model: Qwen, spec: LoraSpec, root: str | Path, version: int 
     reads) and points root/latest at it, as `publish_weights` does for whole models. The adapters are
     replicated, so the driver alone writes them."""
     return _publish(root, version, lambda staging: save_adapter(model, spec, staging, base_model=base_model),
-                    every_process=False)
+                    owner=is_driver(), collective=False)
 
 
-def _publish(root: str | Path, version: int | str, write: Callable[[Path], object], every_process: bool) -> Path:
-    """Runs `write(staging)` (on every process, or the driver alone), then moves the staging directory into
-    place as root/v{version} and points `latest` at it (the module docstring's protocol)."""
+def _publish(root: str | Path, version: int | str, write: Callable[[Path], object], *, owner: bool,
+             collective: bool, keep: int | None = None) -> Path:
+    """Runs `write(staging)` (on every process when `collective`, else on the owner alone); the owner of `root`
+    (the driver, or every process for host replicas) then moves the staging directory into place as
+    root/v{version} and points `latest` at it (the module docstring's protocol)."""
+    if keep is not None and keep < 1:
+        raise ValueError(f"keep={keep}: at least the version just published stays; give keep >= 1 or None (all)")
     root = Path(root)
     final = version_dir(root, version)
     staging = root / f".{final.name}{STAGING}"
-    if is_driver():
+    if owner:
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)  # a killed publish's; `latest` never names a staging directory
-    if every_process or is_driver():
+    if collective or owner:
         write(staging)
-    if is_driver():
+    if owner:
         _move_into_place(staging, final)
         _point_latest_at(final)
         _remove_leftovers(root)
+        if keep is not None:
+            _remove_old_versions(root, keep, final.name)
     if jax.process_count() > 1:
-        barrier(f"published v{version} to {root}")
+        barrier(f"published v{version}")  # the same name on every process, whose roots may differ
     return final
 
 
@@ -114,6 +130,16 @@ def _remove_leftovers(root: Path) -> None:
     their copies). Called once `latest` names the version just published, so it names none of them."""
     for path in root.iterdir():
         if path.name.startswith(".v") and path.name.endswith((STAGING, REPLACED, REMOVED)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_old_versions(root: Path, keep: int, latest: str) -> None:
+    """Removes the versions older than the newest `keep` (by version number; `latest`, the one just published,
+    always stays)."""
+    versions = sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and p.name[:1] == "v"
+                       and p.name[1:].isdigit()), key=lambda p: int(p.name[1:]), reverse=True)
+    for path in versions[keep:]:
+        if path.name != latest:
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -1,0 +1,118 @@
+"""The in-place safetensors writer and the export built on it: byte-identical to safetensors' own `save_file`,
+whatever the order and threads the tensors arrive in, and one compiled gather per parameter shape, not one
+per tensor."""
+
+import json
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+from flax import nnx
+from safetensors.numpy import save_file
+
+from tbjax.models import ModelConfig, Qwen, RuntimeConfig, from_pretrained, save_pretrained
+from tbjax.models.hf import exporter
+from tbjax.models.hf.safetensors_reader import INDEX_FILE, SINGLE_FILE
+from tbjax.models.hf.safetensors_writer import DTYPE_NAMES, SafetensorsFile, TensorSpec
+from tests.tbjax.models.support import ALL_ARCHS
+
+BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+def random_tensors(seed: int) -> dict[str, np.ndarray]:
+    """Tensors of every dtype safetensors names, with names that sort differently from their dtypes."""
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for i, dtype in enumerate(DTYPE_NAMES):
+        shape = tuple(int(n) for n in rng.integers(1, 5, size=i % 3 + 1))
+        values = rng.standard_normal(shape) * 4 if dtype.kind in "fV" or dtype == ml_dtypes.bfloat16 else \
+            rng.integers(0, 2 if dtype == np.bool_ else 100, shape)
+        tensors[f"{chr(ord('z') - i)}.tensor{i}"] = np.asarray(values).astype(dtype)
+    tensors["a.scalar"] = np.asarray(3.5, np.float32)
+    return tensors
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_files_equal_safetensors_own_bytes_whatever_the_write_order(tmp_path, seed) -> None:
+    tensors = random_tensors(seed)
+    save_file(tensors, str(tmp_path / "theirs.safetensors"), metadata={"format": "pt"})
+    ours = SafetensorsFile(tmp_path / "ours.safetensors", [TensorSpec(n, t.shape, t.dtype) for n, t in tensors.items()],
+                           {"format": "pt"})
+    names = list(tensors)
+    random.Random(seed).shuffle(names)
+    with ThreadPoolExecutor(2) as threads:  # and from two threads at once
+        list(threads.map(lambda name: ours.write(name, tensors[name]), names))
+    ours.close()
+    assert (tmp_path / "ours.safetensors").read_bytes() == (tmp_path / "theirs.safetensors").read_bytes()
+
+
+def test_a_fused_tensor_is_written_part_by_part(tmp_path) -> None:
+    whole = np.arange(24, dtype=np.float32).reshape(6, 4)
+    save_file({"fused": whole}, str(tmp_path / "theirs.safetensors"))
+    ours = SafetensorsFile(tmp_path / "ours.safetensors", [TensorSpec("fused", (6, 4), np.dtype(np.float32))], {})
+    ours.write("fused", whole[4:], first_row=4)
+    ours.write("fused", whole[:4])
+    ours.close()
+    assert (tmp_path / "ours.safetensors").read_bytes() == (tmp_path / "theirs.safetensors").read_bytes()
+
+
+def test_a_tensor_that_does_not_fit_its_header_is_refused(tmp_path) -> None:
+    file = SafetensorsFile(tmp_path / "x.safetensors", [TensorSpec("w", (2, 3), np.dtype(np.float32))], {})
+    with pytest.raises(ValueError, match=r"w: float64\[2, 3\] from row 0 does not fit the header's float32\[2, 3\]"):
+        file.write("w", np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="from row 1 does not fit"):
+        file.write("w", np.zeros((2, 3), np.float32), first_row=1)
+    file.close()
+
+
+@pytest.mark.parametrize("arch", ALL_ARCHS)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_an_export_equals_safetensors_own_files_of_the_same_tensors(tiny_dir, tmp_path, arch, dtype) -> None:
+    """Every architecture (fused Gated DeltaNet tensors, experts, a vision encoder copied unchanged) in shards
+    small enough to split it: each shard byte-identical to save_file's of the tensors it lists."""
+    model = from_pretrained(tiny_dir(arch))
+    out = save_pretrained(model, tmp_path / "export", dtype=dtype, max_shard_bytes=64 * 1024)
+    tensors = dict(exporter.hf_tensors(model, np.dtype(jax.numpy.dtype(dtype))))
+    files = json.loads((out / INDEX_FILE).read_text())["weight_map"] if (out / INDEX_FILE).is_file() else \
+        dict.fromkeys(tensors, SINGLE_FILE)
+    source = exporter.SafetensorsReader(tiny_dir(arch))
+    for file in sorted(set(files.values())):
+        listed = {name: tensors[name] if name in tensors else source.read(name, (slice(None),))
+                  for name, holder in files.items() if holder == file}
+        save_file(listed, str(tmp_path / "theirs.safetensors"), metadata={"format": "pt"})
+        assert (out / file).read_bytes() == (tmp_path / "theirs.safetensors").read_bytes(), file
+
+
+def count_compiles(run) -> int:
+    """How many programs XLA compiles while `run()` runs, from a cold start."""
+    jax.clear_caches()
+    exporter._gather_program.cache_clear()
+    compiles = []
+
+    def listen(event: str, _duration: float, **_: object) -> None:
+        if event == BACKEND_COMPILE:
+            compiles.append(event)
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        run()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    return len(compiles)
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_twice_the_layers_compile_no_more_programs(tmp_path, scan) -> None:
+    def export(layers: int) -> int:
+        config = ModelConfig.from_hf_dict({
+            "model_type": "qwen3", "vocab_size": 256, "hidden_size": 32, "intermediate_size": 48,
+            "num_hidden_layers": layers, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+            "tie_word_embeddings": False, "rope_theta": 1e6, "rms_norm_eps": 1e-6, "max_position_embeddings": 64,
+        }, RuntimeConfig(param_dtype="float32", compute_dtype="float32", scan_layers=scan))
+        model = Qwen(config, nnx.Rngs(0))
+        return count_compiles(lambda: save_pretrained(model, tmp_path / f"{layers}", dtype="bfloat16"))
+    small, large = export(2), export(4)
+    assert large <= small
+    assert 0 < small <= 16  # one per distinct (shape, sharding, layout): 11 kinds of tensor in a Qwen3 layer
