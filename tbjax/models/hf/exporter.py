@@ -159,7 +159,7 @@ def unmodelled_specs(model: Qwen) -> list[TensorSpec]:
 
 def _copy_unmodelled(model: Qwen, specs: list[TensorSpec], holder: Mapping[str, SafetensorsFile]) -> None:
     if specs:
-        reader = SafetensorsReader(model.source_dir)
+        reader = SafetensorsReader(getattr(model, "source_dir", ""))  # unmodelled_specs found it
         for spec in specs:
             holder[spec.name].write(spec.name, reader.read(spec.name, (slice(None),)))
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tbjax.models.architecture import ModelConfig
 
 ParamPath = tuple[str | int, ...]
-Array = TypeVar("Array", np.ndarray, Any)  # numpy or jax: the rearrangement uses methods both have
+Array = Any  # a numpy or a jax array: the rearrangements use methods both have
 # Parts of a Qwen3.5 checkpoint tbjax does not model: loading skips them, export copies them unchanged.
 UNMODELLED_PARTS = {"model.visual.": "vision encoder", "mtp.": "multi-token prediction head"}
 

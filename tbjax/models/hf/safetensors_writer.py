@@ -96,7 +96,7 @@ class SafetensorsFile:
                              f"header's {spec.dtype}{list(spec.shape)}")
         row_bytes = spec.nbytes // spec.shape[0] if spec.shape and spec.shape[0] else 0
         data = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-        _write_all(self._fd, memoryview(data), self.data_start + self.offsets[name][0] + first_row * row_bytes)
+        _write_all(self._fd, data.data, self.data_start + self.offsets[name][0] + first_row * row_bytes)
 
     def close(self) -> None:
         if self._fd >= 0:
