@@ -23,7 +23,7 @@ from envs.http_retry import RetryPolicy
 from tbjax.sections.base import Section
 from tbjax.sections.lora import LoraSection
 from tbjax.sections.model import MeshSection, ModelSection
-from tbjax.sections.rollout import EpisodeSection, GroupsSection, RolloutSection, UserSection
+from tbjax.sections.rollout import PUBLISH_SETTINGS, EpisodeSection, GroupsSection, RolloutSection, UserSection
 from tbjax.sections.run import RunSection
 from tbjax.sections.tasks import EvaluateSection, SelectSection, TasksSection, ValidationSection
 from tbjax.sections.tau2 import Tau2Section
@@ -122,8 +122,8 @@ class Config(Section):
         but the run's bookkeeping (steps to run, resume mode, how often it is saved and how many saves it keeps,
         the warm start's save interval, the run's name and directory, the coordinator's address and this
         process's id, how the user simulator's requests are timed out and retried), where things are kept
-        (rollout placement, the optimizer state's memory), what watches it and how the result is evaluated
-        afterwards."""
+        (rollout placement, where and how weights are published, the optimizer state's memory), what watches it
+        and how the result is evaluated afterwards."""
         # float32 masters are what an optimizer step means; a run saved before the state kept them resumes onto
         # them (tbjax.trainer.checkpoint), so only the explicit choice of doing without them is fingerprinted
         masters = {"master_dtype"} if self.optim.master_dtype == "float32" else set()
@@ -145,7 +145,8 @@ class Config(Section):
                                             "tasks": suite,
                                             "user": {"endpoint": set(RetryPolicy.model_fields)},
                                             "mesh": {"coordinator_address", "process_id"},
-                                            "rollout": {"placement"}, "run": True, "evaluate": True, **absent})
+                                            "rollout": {"placement", *PUBLISH_SETTINGS}, "run": True, "evaluate": True,
+                                            **absent})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def to_yaml(self) -> str:

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from collections.abc import Mapping
 from typing import Any
 
 import jax
+import numpy as np
 from jax.experimental import multihost_utils
 
 from tbjax.parallel.mesh import MeshError
+
+HOST_NAME_BYTES = 255  # the longest host name POSIX allows
 
 
 def is_driver() -> bool:
@@ -35,6 +39,15 @@ def broadcast_from_driver(tree: Any) -> Any:
 def gather_to_every_process(tree: Any) -> Any:
     """Every process's shards of the global arrays in `tree`, assembled whole on every process (host memory)."""
     return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def process_hosts() -> list[str]:
+    """Each process's host name, by process index (one collective)."""
+    name = np.zeros(HOST_NAME_BYTES, np.uint8)
+    encoded = socket.gethostname().encode()[:HOST_NAME_BYTES]
+    name[:len(encoded)] = np.frombuffer(encoded, np.uint8)
+    names = np.asarray(multihost_utils.process_allgather(name)).reshape(-1, HOST_NAME_BYTES)
+    return [bytes(row).rstrip(b"\0").decode(errors="replace") for row in names]
 
 
 @dataclasses.dataclass(frozen=True)

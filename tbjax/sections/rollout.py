@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import ConfigDict, PositiveInt, model_validator
@@ -13,6 +14,8 @@ from envs.chat_endpoint import ChatEndpointConfig
 from rollout.episode import EpisodeConfig
 from rollout.groups import GroupConfig
 from tbjax.sections.base import Section
+
+PUBLISH_SETTINGS = ("publish_dir", "publish_replicas", "publish_keep")  # where weights go, not what is trained
 
 
 class RolloutSection(Section):
@@ -30,6 +33,35 @@ class RolloutSection(Section):
     # colocated: the SGLang servers share the trainer's GPUs and the two hand them over around each update
     # (tbjax.trainer.handover); disaggregated: the servers have GPUs of their own and nothing is handed over.
     placement: Literal["disaggregated", "colocated"] = "disaggregated"
+    # sglang engine: where each step's weights (or LoRA adapters) are published for the servers to load
+    # (tbjax.models.hf.versions). "": <run directory>/weights (/adapters), written by the driver, which servers
+    # on other hosts read through a shared file system. A node-local directory such as /dev/shm/tbjax/{run}
+    # ({run}: the run's name) with publish_replicas: every process (one per host) writes that path on its own
+    # host from the replica it holds, and each host's servers read their host's copy.
+    publish_dir: str = ""
+    publish_replicas: bool = False
+    publish_keep: PositiveInt = 2  # published versions kept (the newest; the one before for a server's rollback)
+
+    @model_validator(mode="after")
+    def _publishing_needs_servers(self) -> RolloutSection:
+        set_here = sorted(self.model_fields_set & set(PUBLISH_SETTINGS))
+        if self.engine == "embedded" and set_here:
+            raise ValueError(f"rollout.{set_here[0]}: the embedded engine takes the trainer's parameters in "
+                             "process and nothing is published; drop it, or use rollout.engine=sglang")
+        try:
+            self.publish_dir.format(run="run")
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(f"rollout.publish_dir={self.publish_dir!r}: {{run}} (the run's name) is the only "
+                             f"placeholder it may hold ({type(error).__name__}: {error}); double other braces") \
+                from error
+        if self.publish_replicas and not self.publish_dir:
+            raise ValueError("rollout.publish_replicas writes a copy on every host, which needs a node-local "
+                             "directory: set rollout.publish_dir (e.g. /dev/shm/tbjax/{run})")
+        return self
+
+    def publish_root(self, run_name: str, run_directory: Path) -> Path:
+        """The directory weights are published under: publish_dir with {run} filled in, or the run's own."""
+        return Path(self.publish_dir.format(run=run_name)) if self.publish_dir else run_directory
 
     @model_validator(mode="after")
     def _sglang_needs_servers(self) -> RolloutSection:

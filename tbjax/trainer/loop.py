@@ -241,25 +241,28 @@ def step_record(step: int, batch: Batch, update: dict[str, Any], seconds: dict[s
     }
 
 
-async def _publish(run: Run, version: str) -> float:
-    """Every process takes part (gathers and HF writes are collective); only the driver tells the engine."""
-    start = time.perf_counter()
-    if run.config.rollout.engine == "embedded":
+async def _publish(run: Run, version: str) -> None:
+    """Every process takes part (gathers are collective, and host replicas are written by every process); only
+    the driver tells the engine."""
+    rollout = run.config.rollout
+    if rollout.engine == "embedded":
         model = engine_model(run.trainer, run.state.params)
         if isinstance(run.engine, JaxEngine):
             await run.engine.set_state(nnx.state(model), version)
-    elif run.trainer.lora:  # the adapters alone reach the servers
-        policy = run.trainer.model_for(run.state.params)
-        path = publish_adapter(policy, adapters_spec(policy), run.directory / "adapters", version,
-                               base_model=str(run.model_dir))
+        return
+    root = rollout.publish_root(run.config.run.name, run.directory)
+    policy = run.trainer.model_for(run.state.params)
+    if run.trainer.lora:  # the adapters alone reach the servers
+        path = publish_adapter(policy, adapters_spec(policy), root / "adapters", version,
+                               base_model=str(run.model_dir), replicas=rollout.publish_replicas,
+                               keep=rollout.publish_keep)
         if isinstance(run.engine, SGLangEngine):
             await run.engine.update_adapter(str(path), version)
     else:
-        path = publish_weights(run.trainer.model_for(run.state.params), run.directory / "weights", version,
-                               tokenizer_dir=run.model_dir)
+        path = publish_weights(policy, root / "weights", version, tokenizer_dir=run.model_dir,
+                               replicas=rollout.publish_replicas, keep=rollout.publish_keep)
         if run.engine is not None:
             await run.engine.update_weights(str(path), version)
-    return time.perf_counter() - start
 
 
 async def _refresh(run: Run, version: str) -> None:

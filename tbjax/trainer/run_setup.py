@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
+import jax
 import yaml
 
 from envs import Task
@@ -20,7 +21,7 @@ from tbjax.engine.configured import embedded_engine
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import Qwen
 from tbjax.models.lora import add_adapters
-from tbjax.parallel.distributed import is_driver
+from tbjax.parallel.distributed import is_driver, process_hosts
 from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.handover import Handover
 from tbjax.trainer.lockstep import engine_model
@@ -68,12 +69,27 @@ class Run:
         return self.config.run.directory
 
 
+def _refuse_shared_replica_hosts(config: Config) -> None:
+    """With rollout.publish_replicas every process writes publish_dir on its own host: two processes on one
+    host would write the same directory at once."""
+    if not config.rollout.publish_replicas or jax.process_count() == 1:
+        return
+    hosts = process_hosts()
+    for host in sorted(set(hosts)):
+        sharing = [i for i, h in enumerate(hosts) if h == host]
+        if len(sharing) > 1:
+            raise ValueError(f"rollout.publish_replicas: processes {sharing} share host {host} and would write the "
+                             f"same {config.rollout.publish_dir} at once; run one process per host, or set "
+                             "rollout.publish_replicas=false (the driver alone writes)")
+
+
 def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
               validation_tasks: list[Task] | None = None) -> Run:
     """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula), which
     may hold no benchmark task either. With `validation.tasks`, `validation_tasks` is the validation split (the
     pipeline carves it before the warm start); None carves it out of the tasks here."""
     tasks = training_tasks(task_source(config)) if tasks is None else refuse_benchmark(tasks, "build_run's tasks")
+    _refuse_shared_replica_hosts(config)
     if config.lora.enabled:  # GRPO trains adapters on the model, its weights frozen (tbjax.trainer.update)
         add_adapters(model, config.lora.spec(), config.lora.seed)
     trainer = make_trainer(config, model)

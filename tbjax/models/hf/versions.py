@@ -59,12 +59,12 @@ def publish_weights(model: Qwen, root: str | Path, version: int | str, *, tokeni
 
 
 def publish_adapter(model: Qwen, spec: LoraSpec, root: str | Path, version: int | str, *,
-                    base_model: str = "") -> Path:
+                    base_model: str = "", replicas: bool = False, keep: int | None = None) -> Path:
     """Writes `model`'s LoRA adapters as root/v{version} in PEFT's format (what SGLang's /load_lora_adapter
     reads) and points root/latest at it, as `publish_weights` does for whole models. The adapters are
-    replicated, so the driver alone writes them."""
+    replicated, so the driver alone writes them, or with `replicas` every process its own host's copy."""
     return _publish(root, version, lambda staging: save_adapter(model, spec, staging, base_model=base_model),
-                    owner=is_driver(), collective=False)
+                    owner=replicas or is_driver(), collective=False, keep=keep)
 
 
 def _publish(root: str | Path, version: int | str, write: Callable[[Path], object], *, owner: bool,

@@ -152,7 +152,8 @@ def test_the_training_loop_hands_over_around_each_update(server, tiny_dir, tmp_p
     model_dir = tiny_dir("qwen3")
     on_server(server, lambda engine: engine.update_weights(str(model_dir), "0"))  # the base policy again
     rollout = load_config(overrides=["rollout.engine=sglang", "rollout.placement=colocated", "grpo.kl_coef=0",
-                                     "validation.tasks=0", f"rollout.sglang_urls=[{server}]"]).rollout
+                                     "validation.tasks=0", f"rollout.sglang_urls=[{server}]",
+                                     f"rollout.publish_dir={tmp_path}/shm/{{run}}", "rollout.publish_keep=1"]).rollout
     config = config_for(tmp_path, 1)
     config = config.model_copy(update={"rollout": rollout, "groups": dataclasses.replace(config.groups, groups=1)})
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
@@ -167,6 +168,9 @@ def test_the_training_loop_hands_over_around_each_update(server, tiny_dir, tmp_p
     assert released(server) == sorted(MEMORY_TAGS)  # the run ended with the devices handed to the trainer
     on_server(server, lambda engine: engine.resume_memory())
     assert (export / "config.json").is_file()
+    # published under rollout.publish_dir ({run}: the run's name), the version before the update removed
+    assert sorted(p.name for p in (tmp_path / "shm" / config.run.name / "weights").iterdir()) == ["latest", "v1"]
+    assert not (tmp_path / "resume" / "weights").exists()
 
 
 def test_the_server_refuses_loads_into_released_weights_and_unknown_tags(server, tiny_dir):
@@ -240,3 +244,20 @@ def test_colocation_is_refused_for_the_embedded_engine():
 
     with pytest.raises(ConfigError, match="embedded engine already shares the trainer's parameters"):
         load_config(overrides=["rollout.engine=embedded", "rollout.placement=colocated"])
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["rollout.publish_dir=/dev/shm/x"], "rollout.publish_dir: the embedded engine takes the trainer's parameters"),
+    (["rollout.publish_keep=3"], "rollout.publish_keep: the embedded engine"),
+    (["rollout.engine=sglang", "rollout.sglang_urls=[http://127.0.0.1:1]", "rollout.publish_replicas=true"],
+     r"needs a node-local directory: set rollout.publish_dir \(e.g. /dev/shm/tbjax/\{run\}\)"),
+    (["rollout.engine=sglang", "rollout.sglang_urls=[http://127.0.0.1:1]", "rollout.publish_dir=/dev/shm/{name}"],
+     r"\{run\} \(the run's name\) is the only placeholder it may hold \(KeyError: 'name'\)"),
+    (["rollout.engine=sglang", "rollout.sglang_urls=[http://127.0.0.1:1]", "rollout.publish_keep=0"],
+     "publish_keep"),
+])
+def test_publish_settings_that_cannot_act_are_refused(overrides, message):
+    from tbjax.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=overrides)
