@@ -41,7 +41,7 @@ WORKER = Path(__file__).with_name("tunix_grpo_worker.py")
 PAD_ID = 0  # the worker's pad id; synthetic tokens start above it
 
 
-def synthetic_groups(args: argparse.Namespace) -> list[list[Trajectory]]:
+def synthetic_groups(args: argparse.Namespace, vocab: int = CONFIG["vocab_size"]) -> list[list[Trajectory]]:
     """Fixed episodes: random tokens, rewards alternating within each group (every group informative),
     behaviour log-probs near the policy's (random init puts ~1/vocab on every token)."""
     rng = np.random.default_rng(0)
@@ -53,8 +53,8 @@ def synthetic_groups(args: argparse.Namespace) -> list[list[Trajectory]]:
             if args.lengths == "varied":
                 prompt = int(rng.integers(prompt // 2, prompt + 1))
                 completion = int(rng.integers(completion // 4, completion + 1))
-            ids = [int(t) for t in rng.integers(3, CONFIG["vocab_size"], size=prompt + completion)]
-            behaviour = -np.log(CONFIG["vocab_size"]) + 0.1 * rng.standard_normal(completion)
+            ids = [int(t) for t in rng.integers(3, vocab, size=prompt + completion)]
+            behaviour = -np.log(vocab) + 0.1 * rng.standard_normal(completion)
             members.append(Trajectory(
                 f"task{g}", f"group{g}", ids, [0] * prompt + [1] * completion, [0.0] * prompt + behaviour.tolist(),
                 ["0"], float(m % 2), "user_done", prompt_tokens=prompt, completion_tokens=completion))

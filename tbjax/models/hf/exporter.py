@@ -20,7 +20,7 @@ import functools
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -45,6 +45,7 @@ DEFAULT_SHARD_BYTES = 4 * 1024**3
 IN_FLIGHT_BYTES = 512 * 1024**2  # gathered tensors waiting for their host copy
 COPY_THREADS = 2  # host copies into the files run beside the gathers (numpy releases the GIL while copying)
 METADATA = {"format": "pt"}
+Sink = Callable[[str, int, np.ndarray], None]  # (HF name, first row, values): where computed tensors go
 
 
 @functools.cache
@@ -120,20 +121,19 @@ def hf_specs(model: Qwen, dtype: np.dtype) -> list[TensorSpec]:
     return specs
 
 
-def _fill(model: Qwen, dtype: np.dtype, holder: Mapping[str, SafetensorsFile] | None) -> None:
-    """Computes every HF tensor of `model` and writes each (its rows, for a part of a fused tensor) into the
-    file `holder` names for it, on the copy threads; `holder` None (a process that writes nothing) only waits
-    for each."""
+def fill_hf_tensors(model: Qwen, dtype: np.dtype, sink: Sink | None) -> None:
+    """Computes every HF tensor of `model` and hands each (its rows, for a part of a fused tensor) to
+    `sink(name, first_row, values)` on the copy threads; `sink` None (a process that writes nothing) only takes
+    part in the gathers that need it."""
     waiting: collections.deque[tuple[Future[None], int]] = collections.deque()
     waiting_bytes = 0
     with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="hf-copy") as copies:
-        for layout, idx, entry in _hf_entries(model, dtype, writes=holder is not None):
-            if holder is None:
+        for layout, idx, entry in _hf_entries(model, dtype, writes=sink is not None):
+            if sink is None:
                 entry.block_until_ready()
                 continue
-            name = layout.name(idx)
-            write = functools.partial(_write_entry, holder[name], name, entry, layout.row_offset)
-            waiting.append((copies.submit(write), entry.nbytes))
+            deliver = functools.partial(_deliver, sink, layout.name(idx), layout.row_offset, entry)
+            waiting.append((copies.submit(deliver), entry.nbytes))
             waiting_bytes += entry.nbytes
             while waiting_bytes > IN_FLIGHT_BYTES:
                 done, nbytes = waiting.popleft()
@@ -143,8 +143,8 @@ def _fill(model: Qwen, dtype: np.dtype, holder: Mapping[str, SafetensorsFile] | 
             done.result()
 
 
-def _write_entry(file: SafetensorsFile, name: str, entry: jax.Array, first_row: int) -> None:
-    file.write(name, np.asarray(entry), first_row)  # the device-to-host copy, where there is one, is here
+def _deliver(sink: Sink, name: str, first_row: int, entry: jax.Array) -> None:
+    sink(name, first_row, np.asarray(entry))  # the device-to-host copy, where there is one, is here
 
 
 def unmodelled_specs(model: Qwen) -> list[TensorSpec]:
@@ -157,14 +157,14 @@ def unmodelled_specs(model: Qwen) -> list[TensorSpec]:
             if name.startswith(tuple(UNMODELLED_PARTS))]
 
 
-def _copy_unmodelled(model: Qwen, specs: list[TensorSpec], holder: Mapping[str, SafetensorsFile]) -> None:
+def _copy_unmodelled(model: Qwen, specs: list[TensorSpec], sink: Sink) -> None:
     if specs:
         reader = SafetensorsReader(getattr(model, "source_dir", ""))  # unmodelled_specs found it
         for spec in specs:
-            holder[spec.name].write(spec.name, reader.read(spec.name, (slice(None),)))
+            sink(spec.name, 0, reader.read(spec.name, (slice(None),)))
 
 
-def _export_dtype(model: Qwen, dtype: str | None) -> np.dtype:
+def export_dtype(model: Qwen, dtype: str | None) -> np.dtype:
     hf = model.config.hf_config
     name = dtype or hf.get("dtype") or hf.get("torch_dtype") or model.config.runtime.param_dtype
     return np.dtype(jax.numpy.dtype(name))
@@ -187,27 +187,41 @@ def save_pretrained(
         raise LoraError("the model carries LoRA adapters, which an HF checkpoint cannot hold: merge them first "
                         "(tbjax.models.lora.merge_adapters) or save the adapter alone "
                         "(tbjax.models.hf.peft_adapter.save_adapter)")
-    out = Path(out_dir)
     writes = is_driver() if writes is None else writes
-    np_dtype = _export_dtype(model, dtype)
+    np_dtype = export_dtype(model, dtype)
     if not writes:
-        _fill(model, np_dtype, None)
-        return out
+        fill_hf_tensors(model, np_dtype, None)
+        return Path(out_dir)
+    return write_hf_directory(model, out_dir, np_dtype, hf_specs(model, np_dtype),
+                              lambda sink: fill_hf_tensors(model, np_dtype, sink), max_shard_bytes=max_shard_bytes,
+                              tokenizer_dir=tokenizer_dir)
+
+
+def write_hf_directory(model: Qwen, out_dir: str | Path, dtype: np.dtype, specs: list[TensorSpec],
+                       produce: Callable[[Sink], None], *, max_shard_bytes: int = DEFAULT_SHARD_BYTES,
+                       tokenizer_dir: str | Path | None = None, unmodelled: bool = True) -> Path:
+    """An HF directory of `model`'s config, tokenizer and the tensors `specs` lists (and, with `unmodelled`, the
+    source's unmodelled parts), whose values `produce(sink)` hands to the sink: each file's header is written
+    first, then the values at their places as they come."""
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    extra = unmodelled_specs(model)
-    shards = _shard(hf_specs(model, np_dtype) + extra, max_shard_bytes)
+    extra = unmodelled_specs(model) if unmodelled else []
+    shards = _shard(specs + extra, max_shard_bytes)
     names = [f"shard-{i:05d}.tmp" for i in range(len(shards))]
     files = [SafetensorsFile(out / name, shard, METADATA) for name, shard in zip(names, shards, strict=True)]
     holder = {spec.name: file for file, shard in zip(files, shards, strict=True) for spec in shard}
+
+    def sink(name: str, first_row: int, values: np.ndarray) -> None:
+        holder[name].write(name, values, first_row)
     try:
-        _fill(model, np_dtype, holder)
-        _copy_unmodelled(model, extra, holder)
+        produce(sink)
+        _copy_unmodelled(model, extra, sink)
     finally:
         for file in files:
             file.close()
     weight_map = {spec.name: i for i, shard in enumerate(shards) for spec in shard}
     _finalise(out, names, weight_map, sum(spec.nbytes for shard in shards for spec in shard))
-    _write_config(model, out, np_dtype)
+    _write_config(model, out, dtype)
     _copy_tokenizer(Path(tokenizer_dir or getattr(model, "source_dir", "") or out), out)
     return out
 

@@ -33,6 +33,7 @@ from tbjax.parallel.distributed import barrier, is_driver
 from tbjax.sections.lora import LoraSpec
 
 LATEST = "latest"
+DELTA_FILE = "delta.json"  # in a version that holds only what changed since the one before (tbjax.models.hf.delta)
 STAGING = ".partial"  # suffix of a version being written
 REPLACED = ".replaced"  # suffix of the copy of a version being published again, which `latest` names meanwhile
 REMOVED = ".removed"  # suffix of a version published again, renamed away to be removed
@@ -55,7 +56,7 @@ def publish_weights(model: Qwen, root: str | Path, version: int | str, *, tokeni
         save_pretrained(model, staging, tokenizer_dir=tokenizer_dir, dtype=dtype, writes=owner)
         if transformers4_config and owner:
             write_transformers4_config(staging)
-    return _publish(root, version, write, owner=owner, collective=True, keep=keep)
+    return publish_version(root, version, write, owner=owner, collective=True, keep=keep)
 
 
 def publish_adapter(model: Qwen, spec: LoraSpec, root: str | Path, version: int | str, *,
@@ -63,12 +64,12 @@ def publish_adapter(model: Qwen, spec: LoraSpec, root: str | Path, version: int 
     """Writes `model`'s LoRA adapters as root/v{version} in PEFT's format (what SGLang's /load_lora_adapter
     reads) and points root/latest at it, as `publish_weights` does for whole models. The adapters are
     replicated, so the driver alone writes them, or with `replicas` every process its own host's copy."""
-    return _publish(root, version, lambda staging: save_adapter(model, spec, staging, base_model=base_model),
-                    owner=replicas or is_driver(), collective=False, keep=keep)
+    return publish_version(root, version, lambda staging: save_adapter(model, spec, staging, base_model=base_model),
+                           owner=replicas or is_driver(), collective=False, keep=keep)
 
 
-def _publish(root: str | Path, version: int | str, write: Callable[[Path], object], *, owner: bool,
-             collective: bool, keep: int | None = None) -> Path:
+def publish_version(root: str | Path, version: int | str, write: Callable[[Path], object], *, owner: bool,
+                    collective: bool, keep: int | None = None) -> Path:
     """Runs `write(staging)` (on every process when `collective`, else on the owner alone); the owner of `root`
     (the driver, or every process for host replicas) then moves the staging directory into place as
     root/v{version} and points `latest` at it (the module docstring's protocol)."""
@@ -134,11 +135,12 @@ def _remove_leftovers(root: Path) -> None:
 
 
 def _remove_old_versions(root: Path, keep: int, latest: str) -> None:
-    """Removes the versions older than the newest `keep` (by version number; `latest`, the one just published,
-    always stays)."""
+    """Removes the versions older than the newest `keep` (by version number), except `latest` (the one just
+    published) and the chain a delta needs: the newest whole version and every version after it."""
     versions = sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and p.name[:1] == "v"
                        and p.name[1:].isdigit()), key=lambda p: int(p.name[1:]), reverse=True)
-    for path in versions[keep:]:
+    whole = next((i for i, p in enumerate(versions) if not (p / DELTA_FILE).is_file()), len(versions))
+    for path in versions[max(keep, whole + 1):]:
         if path.name != latest:
             shutil.rmtree(path, ignore_errors=True)
 
