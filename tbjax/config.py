@@ -98,6 +98,9 @@ class Config(Section):
             raise ValueError("validation.export=best writes a new best step's weights while the servers hold the "
                              "GPUs, which rollout.placement=colocated does not support: set validation.export=last "
                              "(the scores are still recorded) or rollout.placement=disaggregated")
+        if self.lora.enabled and self.rollout.publish_delta != "off":
+            raise ValueError(f"rollout.publish_delta={self.rollout.publish_delta}: with LoRA each step publishes the "
+                             "adapters alone, a small whole version; drop rollout.publish_delta")
         return self
 
     @model_validator(mode="after")

@@ -15,7 +15,8 @@ from rollout.episode import EpisodeConfig
 from rollout.groups import GroupConfig
 from tbjax.sections.base import Section
 
-PUBLISH_SETTINGS = ("publish_dir", "publish_replicas", "publish_keep")  # where weights go, not what is trained
+# how and where weights reach the servers, not what is trained
+PUBLISH_SETTINGS = ("publish_dir", "publish_replicas", "publish_keep", "publish_delta", "publish_full_every")
 
 
 class RolloutSection(Section):
@@ -41,6 +42,12 @@ class RolloutSection(Section):
     publish_dir: str = ""
     publish_replicas: bool = False
     publish_keep: PositiveInt = 2  # published versions kept (the newest; the one before for a server's rollback)
+    # between whole versions (every publish_full_every), publish only what changed since the version before
+    # (tbjax.models.hf.delta): `tensors` (the changed tensors, which SGLang's stock loader applies) or `elements`
+    # (the changed elements: tbjax.serve; with bfloat16 weights over float32 masters most elements keep their
+    # value from one step to the next). The trainer holds the last published weights in host memory to compare.
+    publish_delta: Literal["off", "tensors", "elements"] = "off"
+    publish_full_every: PositiveInt = 10
 
     @model_validator(mode="after")
     def _publishing_needs_servers(self) -> RolloutSection:

@@ -259,8 +259,9 @@ async def _publish(run: Run, version: str) -> None:
         if isinstance(run.engine, SGLangEngine):
             await run.engine.update_adapter(str(path), version)
     else:
-        path = publish_weights(policy, root / "weights", version, tokenizer_dir=run.model_dir,
-                               replicas=rollout.publish_replicas, keep=rollout.publish_keep)
+        publish = run.deltas.publish if run.deltas is not None else publish_weights  # a delta or a whole version
+        path = publish(policy, root / "weights", version, tokenizer_dir=run.model_dir,
+                       replicas=rollout.publish_replicas, keep=rollout.publish_keep)
         if run.engine is not None:
             await run.engine.update_weights(str(path), version)
 

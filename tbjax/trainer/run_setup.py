@@ -20,6 +20,7 @@ from tbjax.config import Config
 from tbjax.engine.configured import embedded_engine
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import Qwen
+from tbjax.models.hf.delta import DeltaPublisher
 from tbjax.models.lora import add_adapters
 from tbjax.parallel.distributed import is_driver, process_hosts
 from tbjax.trainer.checkpoint import Checkpointer
@@ -63,6 +64,7 @@ class Run:
     alarm: MismatchAlarm | None = None  # train.mismatch_alarm
     refit: RefitCheck | None = None  # train.refit_probe (tbjax.trainer.refit_check)
     validation: Validation | None = None  # validation.tasks > 0 (tbjax.trainer.validation)
+    deltas: DeltaPublisher | None = None  # rollout.publish_delta (tbjax.models.hf.delta)
 
     @property
     def directory(self) -> Path:
@@ -127,7 +129,9 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
                iterator=iterator, checkpointer=checkpointer, metrics=metrics, model_dir=model_dir, step=step,
                draws=draws, handover=Handover.for_placement(config.rollout.placement, engine),
                mismatch=MismatchMeter(trainer) if config.train.mismatch_stats else None,
-               alarm=_mismatch_alarm(config), refit=_refit_check(config, trainer, model), validation=validation)
+               alarm=_mismatch_alarm(config), refit=_refit_check(config, trainer, model), validation=validation,
+               deltas=DeltaPublisher(config.rollout.publish_delta, config.rollout.publish_full_every)
+               if config.rollout.publish_delta != "off" else None)
 
 
 def _mismatch_alarm(config: Config) -> MismatchAlarm | None:
