@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     from tbjax.models import from_pretrained
 
     model = from_pretrained(args.model, dtype=args.dtype)
-    settings = {"slots": args.slots, "max_len": args.max_len, "weight_version": args.weight_version}
+    settings = {"slots": args.slots, "max_len": args.max_len, "weight_version": args.weight_version,
+                "weights_dir": args.model}  # what an update that fails midway goes back to
     adapters = None
     if args.enable_lora:
         try:

@@ -28,7 +28,7 @@ import numpy as np
 from flax import nnx
 
 from tbjax.engine.jax_engine import JaxEngine
-from tbjax.engine.weight_checks import WeightsError, load_servable
+from tbjax.engine.weight_checks import WeightsError
 from tbjax.models.hf.peft_adapter import adapter_loras, adapter_values, read_adapter
 from tbjax.models.lora import add_adapters
 from tbjax.models.qwen import Qwen
@@ -90,13 +90,14 @@ class AdapterServing:
             raise LoraError(f"no adapter named {name!r} is loaded (loaded: {sorted(self.loaded)})")
 
     async def update_weights(self, hf_dir: str, version: str) -> None:
-        """New base weights under the same adapters: the engine's update_weights with the adapters kept."""
+        """New base weights under the same adapters: the engine's update_weights, which writes the base
+        parameters in place and leaves the adapters' as they are. The model then takes the engine's parameters
+        (its own arrays may have been written over), so that adapter swaps keep the new base."""
         async with self._exclusive():
-            model = await asyncio.to_thread(load_servable, hf_dir, self.engine.mesh, self.engine.config)
-            add_adapters(model, self.spec)
-            _set_values(model, self._values(self.active))
-            self.model = model
-            await self.engine.set_state(nnx.state(model), version, checked=True)
+            try:
+                await self.engine.update_weights(hf_dir, version)
+            finally:
+                nnx.update(self.model, self.engine.state)
 
     @contextlib.asynccontextmanager
     async def serving(self, name: str | None) -> AsyncIterator[None]:

@@ -9,11 +9,12 @@ futures the worker resolves; `JaxEngine` (jax_engine.py) is the public API built
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from flax import nnx
@@ -62,7 +63,9 @@ class ContinuousBatching:
         self._cond = threading.Condition()
         self._paused = False
         self._released: set[str] = set()  # SGLang memory tags whose device memory is given up
-        self._draining = 0  # holders (weight swap, memory release) waiting for in-flight work to finish
+        self._draining = 0  # holders (weight swap or load, memory release) waiting for in-flight work to finish
+        self._holding = False  # one of them holds the engine idle without the lock (a weight load)
+        self._reading = 0  # scores in flight outside the worker: a weight load must not donate their parameters
         self._stopping = False
         self._failure: BaseException | None = None
         self._seed_base = seed
@@ -70,16 +73,57 @@ class ContinuousBatching:
         self._worker.start()
 
     def _with_engine_idle(self, action: Callable[[], None]) -> None:
-        """Runs `action` with no generation in flight, holding new admissions back meanwhile."""
+        """Runs `action` with no generation or score in flight, holding new admissions back meanwhile."""
         with self._cond:
             self._draining += 1
             try:
-                while self.table.active() and self._failure is None:
-                    self._cond.wait()
-                self._raise_if_failed()
+                self._wait_until_idle()
                 action()
             finally:
                 self._draining -= 1
+                self._cond.notify_all()
+
+    def _with_engine_held(self, action: Callable[[], None]) -> None:
+        """Runs `action` as `_with_engine_idle` does, but without the lock, which callers need meanwhile to queue
+        requests: for actions that take seconds (a weight load). No other idle action runs meanwhile."""
+        with self._cond:
+            self._draining += 1
+            try:
+                self._wait_until_idle()
+            except BaseException:
+                self._draining -= 1
+                self._cond.notify_all()
+                raise
+            self._holding = True
+        try:
+            action()
+        finally:
+            with self._cond:
+                self._holding = False
+                self._draining -= 1
+                self._cond.notify_all()
+
+    def _wait_until_idle(self) -> None:
+        """Waits (holding the lock) until no generation or score runs and no idle action holds the engine."""
+        while (self.table.active() or self._reading or self._holding) and self._failure is None:
+            self._cond.wait()
+        self._raise_if_failed()
+
+    @contextlib.contextmanager
+    def _reading_parameters(self) -> Iterator[tuple[nnx.State, str]]:
+        """The served parameters and their version, for work outside the worker (a score): it waits while an idle
+        action holds the engine without the lock, and none starts until it ends."""
+        with self._cond:
+            while self._holding and self._failure is None:
+                self._cond.wait()
+            self._raise_if_failed()
+            self._reading += 1
+            state, version = self.state, self.weight_version
+        try:
+            yield state, version
+        finally:
+            with self._cond:
+                self._reading -= 1
                 self._cond.notify_all()
 
     def _raise_if_failed(self) -> None:

@@ -3,13 +3,17 @@
 
 Requests run on the worker thread of `ContinuousBatching` (continuous_batching.py), which owns the device and
 gathers them into decode batches. Callers on any asyncio loop await futures the worker resolves. Weight swaps
-wait for in-flight generations to finish, so each Generation is sampled from exactly one weight version.
+and loads wait for in-flight generations to finish, so each Generation is sampled from exactly one weight
+version. `update_weights` writes a directory's tensors into the served parameters in place (weight_loading.py):
+the model the engine was built from (or the state given to `set_state`) shares those parameters' Variables, so
+it holds the new weights too, and arrays taken from it before are deleted (their buffers were donated).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
 import numpy as np
 from flax import nnx
@@ -21,7 +25,8 @@ from tbjax.engine.continuous_batching import ContinuousBatching
 from tbjax.engine.device_step import bucket, score
 from tbjax.engine.request_checks import memory_tags, refuse_unrunnable
 from tbjax.engine.requests import Request
-from tbjax.engine.weight_checks import load_servable, refuse_non_finite
+from tbjax.engine.weight_checks import WeightsError, refuse_non_finite
+from tbjax.engine.weight_loading import CheckedDirectory, InPlaceWeights
 from tbjax.models import Qwen
 from tbjax.models.decoding import KVCache
 from tbjax.parallel.offload import HostOffload
@@ -35,12 +40,17 @@ class JaxEngine(ContinuousBatching):
 
     def __init__(self, model: Qwen, *, slots: int = 8, max_len: int = 4096, weight_version: str = "0",
                  seed: int = 0, prefill_chunk: int = 512, deterministic: bool = False, decode_steps: int = 16,
-                 session_hold_s: float = 30.0):
+                 session_hold_s: float = 30.0, weights_dir: str | Path | None = None):
+        """`weights_dir`: the HF directory `model`'s weights were read from, unchanged since (tbjax.serve's
+        --model); an update that fails midway writes it back, and each successful update takes its place. None
+        (a model built or trained in code): such a failure leaves the weights broken, and the engine refuses
+        requests until an update succeeds. `set_state` leaves it as it is: an engine whose weights it replaces
+        (the trainer's) is built without one."""
         if isinstance(model.mesh, AbstractMesh):
             raise ValueError("the engine runs a model on devices, and this one is laid out on an abstract mesh "
                              "(a plan's), which has none")
-        self.mesh = model.mesh  # new weights load onto it (update_weights)
         self._offload = HostOffload()
+        self._weights = InPlaceWeights(model.config, weights_dir)
         super().__init__(model, slots=slots, max_len=max_len, weight_version=weight_version, seed=seed,
                          prefill_chunk=prefill_chunk, deterministic=deterministic, decode_steps=decode_steps,
                          session_hold_s=session_hold_s)
@@ -54,6 +64,7 @@ class JaxEngine(ContinuousBatching):
             raise ValueError(f"prompt of {len(input_ids)} tokens does not fit the engine's max_len {self.max_len}; "
                              "shorten the episode budget or start the engine with a larger max_len")
         refuse_unrunnable(input_ids, sampling, self.config.vocab_size)
+        self._weights.refuse_if_broken()
         loop = asyncio.get_running_loop()
         request = Request(list(input_ids), sampling, loop.create_future(), loop, session_id)
         with self._cond:
@@ -72,9 +83,12 @@ class JaxEngine(ContinuousBatching):
             self._cond.notify_all()
 
     async def update_weights(self, hf_dir: str, version: str) -> None:
+        """Loads `hf_dir` into the served parameters in place once in-flight generations finish (weight_loading.py:
+        a directory the pre-flight refuses changes nothing; a load that fails midway goes back to the last
+        directory). WeightsError names what was wrong."""
         self._refuse_if_weights_released()
-        model = await asyncio.to_thread(load_servable, hf_dir, self.mesh, self.config)
-        await self.set_state(nnx.state(model), version, checked=True)
+        checked = await asyncio.to_thread(self._weights.check, hf_dir)
+        await asyncio.to_thread(self._with_engine_held, lambda: self._load(checked, version))
 
     async def score(self, input_ids: Sequence[int]) -> list[TokenScores]:
         """Teacher-forced log-probs of `input_ids[1:]` under the parameters served now (the `Scorer`
@@ -82,12 +96,17 @@ class JaxEngine(ContinuousBatching):
         if len(input_ids) < 2:
             raise ValueError("scoring needs at least two tokens (the first has no log-prob)")
         self._refuse_if_weights_released()
-        with self._cond:  # a swap replaces both under the lock
-            state, version = self.state, self.weight_version
         tokens = np.zeros((1, bucket(len(input_ids), max(self.max_len, len(input_ids)))), np.int32)
         tokens[0, :len(input_ids)] = input_ids
-        logprobs = await asyncio.to_thread(lambda: np.asarray(score(self.graphdef, state, tokens)))
+        logprobs, version = await asyncio.to_thread(self._score, tokens)
         return [TokenScores(tuple(float(x) for x in logprobs[0, :len(input_ids) - 1]), version, "embedded")]
+
+    def _score(self, tokens: np.ndarray) -> tuple[np.ndarray, str]:
+        """Log-probs of `tokens` and the weight version they come from; no weight load starts meanwhile."""
+        with self._reading_parameters() as (state, version):
+            self._refuse_if_weights_released()
+            self._weights.refuse_if_broken()
+            return np.asarray(score(self.graphdef, state, tokens)), version
 
     async def set_state(self, state: nnx.State, version: str, checked: bool = False) -> None:
         """Swaps in new parameters (same structure) once in-flight generations finish; parameters holding
@@ -162,7 +181,24 @@ class JaxEngine(ContinuousBatching):
     def busy(self) -> bool:
         return bool(self.table.active() or self._pending)
 
-    # ----------------------------------------------------------------- weight swaps
+    # ----------------------------------------------------------------- weight swaps and loads
+    def _load(self, checked: CheckedDirectory, version: str) -> None:
+        """Writes `checked` into the served parameters (the engine held idle) and serves it as `version`. A load
+        that fails leaves the version, and the cache its weights computed, as they were: the weights are the
+        old ones again, or broken, and then the requests queued meanwhile fail."""
+        self._refuse_if_weights_released()  # released while the load waited for in-flight work
+        try:
+            self._weights.load(self.state, checked, version)
+        except WeightsError:
+            with self._cond:
+                if (broken := self._weights.broken_error) is not None:
+                    for request in self._pending:
+                        request.fail(broken)
+                    self._pending.clear()
+            raise
+        with self._cond:
+            self._swap(self.state, version)
+
     def _swap(self, state: nnx.State, version: str) -> None:
         self.state = state
         self.weight_version = version

@@ -118,9 +118,9 @@ def test_stop_tokens_end_the_generation_and_stay_in_the_output(model):
     run(engine.close())
 
 
-def test_weight_refresh_changes_version_and_logits(tiny_dir, tmp_path, model):
-    async def refresh():
-        engine = JaxEngine(model, slots=2, max_len=128, weight_version="0")
+def test_weight_refresh_changes_version_and_logits(tiny_dir, tmp_path):
+    async def refresh():  # the refresh writes into the model's parameters: its own, not the module's `model`
+        engine = JaxEngine(from_pretrained(tiny_dir("qwen3")), slots=2, max_len=128, weight_version="0")
         ids, params = prompt(6, 16), SamplingParams(max_new_tokens=6, temperature=0.0)
         before = await engine.generate(ids, params)
         perturbed = from_pretrained(tiny_dir("qwen3"))

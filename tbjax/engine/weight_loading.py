@@ -1,0 +1,171 @@
+"""New weights written into the parameters the engine serves, in place: a refresh builds no second model
+(`from_pretrained` held about five copies of every tensor on the way).
+
+Pre-flight (`open_checked`), before any parameter changes: config.json's sizes and parsed architecture are the
+served model's, every HF tensor a served parameter needs is there with its shape, and every safetensors file
+is complete and holds dtypes safetensors knows. A failure is a WeightsError naming the problem and its fix, and the
+engine serves on exactly as before.
+
+The load (`write_weights`) goes parameter by parameter and stack entry by stack entry (a scanned model's
+layers and MoE experts are stacked on a parameter's leading dims). Each HF tensor's bytes, a view of its
+memory-mapped file (mapped_checkpoint.py), go to the parameter's devices in HF layout; one compiled program
+rearranges them (`HfTransform.from_hf`), casts them to the parameter's dtype and writes them over the entry,
+donating the old parameter so that the result takes its buffer. The stack index is an argument of that
+program, so every parameter of one shape, sharding, rearrangement and dtypes shares it, however many layers
+there are. A fused HF tensor (Gated DeltaNet's in_proj_qkv and conv1d) fills several parameters, each from its
+own rows. Extra device memory at any moment: one HF tensor (on each device of the parameter's mesh).
+
+The same program says whether the entry it wrote is finite. When tensor k holds NaN or Inf, or a read fails,
+the tensors before it are written already: `InPlaceWeights.load` then writes back, the same way, the directory
+it last loaded (the one `tbjax.serve` started from, or the last successful update), so the engine serves on
+with the weights it had, and raises the WeightsError. An engine with no directory to go back to (its model
+built in code) or whose directory no longer reads is left serving broken weights: `broken` names the version
+that failed, and the engine refuses requests (`refuse_if_broken`) until a load succeeds.
+
+A file truncated in place while it is mapped would fault the process (SIGBUS) rather than raise; publishers
+write each version into a new directory and never rewrite a file that may be loading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
+
+from rollout.engines.protocol import EngineError
+from tbjax.engine.mapped_checkpoint import MappedCheckpoint
+from tbjax.engine.weight_checks import (
+    DIVERGED,
+    WeightsError,
+    refuse_other_architecture,
+    refuse_other_sizes,
+    unreadable,
+)
+from tbjax.models.architecture import ModelConfig
+from tbjax.models.hf.importer import check_shapes
+from tbjax.models.hf.layout import HfTransform, ParamPath, TensorLayout, hf_layouts
+from tbjax.parallel.sharding import path_name
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedDirectory:
+    """A directory that passed the pre-flight: its mapped tensors, and which of them each served parameter takes."""
+
+    directory: Path
+    tensors: MappedCheckpoint
+    layouts: dict[ParamPath, TensorLayout]
+
+
+def open_checked(hf_dir: str | Path, served: ModelConfig) -> CheckedDirectory:
+    """`hf_dir` checked against the served model (the module docstring's pre-flight); WeightsError if refused."""
+    directory = Path(hf_dir)
+    try:
+        refuse_other_sizes(directory, served)
+        refuse_other_architecture(directory, ModelConfig.from_pretrained(directory, served.runtime), served)
+        layouts = hf_layouts(served)
+        tensors = MappedCheckpoint(directory)
+        check_shapes(tensors, layouts)
+    except (WeightsError, MemoryError):
+        raise
+    except Exception as error:  # the directory is outside input: any reader's failure means it is unreadable
+        raise unreadable(directory, error) from error
+    return CheckedDirectory(directory, tensors, layouts)
+
+
+def write_weights(state: nnx.State, checked: CheckedDirectory) -> None:
+    """Writes `checked`'s tensors into the served parameters of `state`, in place (their Variables take the new
+    arrays; the old ones are donated). WeightsError at the first entry that is not finite, the ones before it
+    written."""
+    variables = dict(nnx.to_flat_state(state))
+    for path, layout in checked.layouts.items():
+        variable = variables[path]
+        for index in np.ndindex(*layout.stack_shape):
+            name = layout.name(index)
+            host = checked.tensors.rows(name, layout.row_offset, layout.row_offset + layout.hf_shape[0])
+            param = variable.get_value()
+            updated, finite = _write_entry(param, jax.device_put(host, replicated(param.sharding)),
+                                           tuple(np.int32(i) for i in index), transform=layout.transform,
+                                           sharding=param.sharding)
+            variable.set_value(updated)
+            if not finite:
+                raise WeightsError(f"{checked.directory}: parameters hold NaN or Inf (tensor {name}, for "
+                                   f"{path_name(path)}). {DIVERGED}")
+
+
+@functools.partial(jax.jit, donate_argnums=0, static_argnames=("transform", "sharding"))
+def _write_entry(param: jax.Array, hf: jax.Array, index: tuple[jax.Array, ...], *, transform: HfTransform,
+                 sharding: Sharding) -> tuple[jax.Array, jax.Array]:
+    """`param` (donated) with its stack entry at `index` (() for an unstacked parameter) set to the HF tensor `hf`
+    rearranged and cast to its dtype, laid out by `sharding`; and whether that entry is finite."""
+    entry = transform.from_hf(hf).astype(param.dtype)
+    stacked = entry.reshape((1,) * len(index) + entry.shape)
+    updated = lax.dynamic_update_slice(param, stacked, (*index, *(0,) * entry.ndim))
+    return lax.with_sharding_constraint(updated, sharding), jnp.all(jnp.isfinite(entry))
+
+
+def replicated(sharding: Sharding) -> Sharding:
+    """A whole copy on every device of `sharding`: where an HF tensor waits to be rearranged into a parameter."""
+    if isinstance(sharding, NamedSharding):
+        return NamedSharding(sharding.mesh, PartitionSpec(), memory_kind=sharding.memory_kind)
+    if isinstance(sharding, SingleDeviceSharding):
+        return sharding
+    raise TypeError(f"the engine's parameters are laid out by a {type(sharding).__name__}; in-place loading "
+                    "knows NamedSharding and SingleDeviceSharding")
+
+
+class InPlaceWeights:
+    """An engine's weights as loaded from directories: what a load that fails midway goes back to (`directory`,
+    None for weights built in code) and the version such a load left broken when there was none (`broken`)."""
+
+    def __init__(self, served: ModelConfig, directory: str | Path | None) -> None:
+        self.served = served
+        self.directory = None if directory is None else Path(directory)
+        self.broken: str | None = None
+
+    def check(self, hf_dir: str | Path) -> CheckedDirectory:
+        """The pre-flight (`open_checked`) against the served model."""
+        return open_checked(hf_dir, self.served)
+
+    def load(self, state: nnx.State, checked: CheckedDirectory, version: str) -> None:
+        """Writes `checked` into `state` as weight `version`; on a failure midway, goes back to `directory` (or
+        marks the weights broken) and raises the WeightsError, saying which."""
+        try:
+            write_weights(state, checked)
+        except Exception as error:  # noqa: BLE001 - whatever stopped the load, the half-written weights are undone
+            failure = error if isinstance(error, WeightsError) else unreadable(checked.directory, error)
+            raise self._recover(state, failure, version) from error
+        self.directory, self.broken = checked.directory, None
+
+    @property
+    def broken_error(self) -> EngineError | None:
+        """What requests get while a failed load has left the weights broken (None: they are not)."""
+        if self.broken is None:
+            return None
+        return EngineError(f"weight version {self.broken} failed to load midway and left the engine's weights "
+                           "broken, with no earlier directory to go back to; load good weights (update_weights, "
+                           "/update_weights_from_disk) to serve again")
+
+    def refuse_if_broken(self) -> None:
+        if (error := self.broken_error) is not None:
+            raise error
+
+    def _recover(self, state: nnx.State, failure: WeightsError, version: str) -> WeightsError:
+        """Writes the last loaded directory back into `state` (or marks the weights broken) -> the error to raise."""
+        if self.directory is not None:
+            try:
+                write_weights(state, open_checked(self.directory, self.served))
+            except Exception as error:  # noqa: BLE001 - reported with the failure that made it necessary
+                failure = WeightsError(f"{failure}. Going back to {self.directory} failed too ({error})")
+            else:
+                return WeightsError(f"{failure}. The engine went back to the weights of {self.directory} and "
+                                    "serves on with them")
+        self.broken = version
+        return WeightsError(f"{failure}. The engine's weights are now partly version {version}'s: it refuses "
+                            "requests until good weights load")
