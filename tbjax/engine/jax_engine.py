@@ -25,8 +25,8 @@ from tbjax.engine.continuous_batching import ContinuousBatching
 from tbjax.engine.device_step import bucket, score
 from tbjax.engine.request_checks import memory_tags, refuse_unrunnable
 from tbjax.engine.requests import Request
+from tbjax.engine.served_weights import Checked, InPlaceWeights
 from tbjax.engine.weight_checks import WeightsError, refuse_non_finite
-from tbjax.engine.weight_loading import CheckedDirectory, InPlaceWeights
 from tbjax.models import Qwen
 from tbjax.models.decoding import KVCache
 from tbjax.parallel.offload import HostOffload
@@ -182,7 +182,7 @@ class JaxEngine(ContinuousBatching):
         return bool(self.table.active() or self._pending)
 
     # ----------------------------------------------------------------- weight swaps and loads
-    def _load(self, checked: CheckedDirectory, version: str) -> None:
+    def _load(self, checked: Checked, version: str) -> None:
         """Writes `checked` into the served parameters (the engine held idle) and serves it as `version`. A load
         that fails leaves the version, and the cache its weights computed, as they were: the weights are the
         old ones again, or broken, and then the requests queued meanwhile fail."""

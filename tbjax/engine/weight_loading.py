@@ -16,11 +16,8 @@ there are. A fused HF tensor (Gated DeltaNet's in_proj_qkv and conv1d) fills sev
 own rows. Extra device memory at any moment: one HF tensor (on each device of the parameter's mesh).
 
 The same program says whether the entry it wrote is finite. When tensor k holds NaN or Inf, or a read fails,
-the tensors before it are written already: `InPlaceWeights.load` then writes back, the same way, the directory
-it last loaded (the one `tbjax.serve` started from, or the last successful update), so the engine serves on
-with the weights it had, and raises the WeightsError. An engine with no directory to go back to (its model
-built in code) or whose directory no longer reads is left serving broken weights: `broken` names the version
-that failed, and the engine refuses requests (`refuse_if_broken`) until a load succeeds.
+the tensors before it are written already: the engine then writes back what it served before
+(served_weights.py), or refuses requests until a load succeeds.
 
 A file truncated in place while it is mapped would fault the process (SIGBUS) rather than raise; publishers
 write each version into a new directory and never rewrite a file that may be loading.
@@ -30,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Collection
 from pathlib import Path
 
 import jax
@@ -39,7 +37,6 @@ from flax import nnx
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 
-from rollout.engines.protocol import EngineError
 from tbjax.engine.mapped_checkpoint import MappedCheckpoint
 from tbjax.engine.weight_checks import (
     DIVERGED,
@@ -79,15 +76,17 @@ def open_checked(hf_dir: str | Path, served: ModelConfig) -> CheckedDirectory:
     return CheckedDirectory(directory, tensors, layouts)
 
 
-def write_weights(state: nnx.State, checked: CheckedDirectory) -> None:
-    """Writes `checked`'s tensors into the served parameters of `state`, in place (their Variables take the new
-    arrays; the old ones are donated). WeightsError at the first entry that is not finite, the ones before it
-    written."""
+def write_weights(state: nnx.State, checked: CheckedDirectory, only: Collection[str] | None = None) -> None:
+    """Writes `checked`'s tensors (those named in `only`, if given: a delta's) into the served parameters of
+    `state`, in place (their Variables take the new arrays; the old ones are donated). WeightsError at the first
+    entry that is not finite, the ones before it written."""
     variables = dict(nnx.to_flat_state(state))
     for path, layout in checked.layouts.items():
         variable = variables[path]
         for index in np.ndindex(*layout.stack_shape):
             name = layout.name(index)
+            if only is not None and name not in only:
+                continue
             host = checked.tensors.rows(name, layout.row_offset, layout.row_offset + layout.hf_shape[0])
             param = variable.get_value()
             updated, finite = _write_entry(param, jax.device_put(host, replicated(param.sharding)),
@@ -118,54 +117,3 @@ def replicated(sharding: Sharding) -> Sharding:
         return sharding
     raise TypeError(f"the engine's parameters are laid out by a {type(sharding).__name__}; in-place loading "
                     "knows NamedSharding and SingleDeviceSharding")
-
-
-class InPlaceWeights:
-    """An engine's weights as loaded from directories: what a load that fails midway goes back to (`directory`,
-    None for weights built in code) and the version such a load left broken when there was none (`broken`)."""
-
-    def __init__(self, served: ModelConfig, directory: str | Path | None) -> None:
-        self.served = served
-        self.directory = None if directory is None else Path(directory)
-        self.broken: str | None = None
-
-    def check(self, hf_dir: str | Path) -> CheckedDirectory:
-        """The pre-flight (`open_checked`) against the served model."""
-        return open_checked(hf_dir, self.served)
-
-    def load(self, state: nnx.State, checked: CheckedDirectory, version: str) -> None:
-        """Writes `checked` into `state` as weight `version`; on a failure midway, goes back to `directory` (or
-        marks the weights broken) and raises the WeightsError, saying which."""
-        try:
-            write_weights(state, checked)
-        except Exception as error:  # noqa: BLE001 - whatever stopped the load, the half-written weights are undone
-            failure = error if isinstance(error, WeightsError) else unreadable(checked.directory, error)
-            raise self._recover(state, failure, version) from error
-        self.directory, self.broken = checked.directory, None
-
-    @property
-    def broken_error(self) -> EngineError | None:
-        """What requests get while a failed load has left the weights broken (None: they are not)."""
-        if self.broken is None:
-            return None
-        return EngineError(f"weight version {self.broken} failed to load midway and left the engine's weights "
-                           "broken, with no earlier directory to go back to; load good weights (update_weights, "
-                           "/update_weights_from_disk) to serve again")
-
-    def refuse_if_broken(self) -> None:
-        if (error := self.broken_error) is not None:
-            raise error
-
-    def _recover(self, state: nnx.State, failure: WeightsError, version: str) -> WeightsError:
-        """Writes the last loaded directory back into `state` (or marks the weights broken) -> the error to raise."""
-        if self.directory is not None:
-            try:
-                write_weights(state, open_checked(self.directory, self.served))
-            except Exception as error:  # noqa: BLE001 - reported with the failure that made it necessary
-                failure = WeightsError(f"{failure}. Going back to {self.directory} failed too ({error})")
-            else:
-                return WeightsError(f"{failure}. The engine went back to the weights of {self.directory} and "
-                                    "serves on with them")
-        self.broken = version
-        return WeightsError(f"{failure}. The engine's weights are now partly version {version}'s: it refuses "
-                            "requests until good weights load")

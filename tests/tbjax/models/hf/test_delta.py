@@ -7,20 +7,13 @@ import json
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 from safetensors.numpy import load_file
 
-from tbjax.models import ModelConfig, Qwen, save_pretrained
+from tbjax.models import save_pretrained
 from tbjax.models.hf.delta import ELEMENTS_FILE, DeltaPublisher
 from tbjax.models.hf.safetensors_reader import SafetensorsReader
 from tbjax.models.hf.versions import DELTA_FILE
-
-
-def tiny_model() -> Qwen:
-    return Qwen(ModelConfig.from_hf_dict({
-        "model_type": "qwen3", "vocab_size": 256, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "tie_word_embeddings": False,
-        "rope_theta": 1e6, "rms_norm_eps": 1e-6, "max_position_embeddings": 64, "dtype": "float32"}), nnx.Rngs(0))
+from tests.tbjax.publish_support import nudge, tiny_model
 
 
 def tensors(directory) -> dict[str, np.ndarray]:
@@ -39,14 +32,6 @@ def applied(previous: dict[str, np.ndarray], delta) -> dict[str, np.ndarray]:
         for name in record["tensors"]:
             result[name].reshape(-1)[changes[f"{name}.indices"]] = changes[f"{name}.values"]
     return result
-
-
-def nudge(model: Qwen, amount: float) -> None:
-    """Changes a few elements of two parameters (a step whose other updates rounded away)."""
-    up = model.layers[0].mlp.up_proj.kernel
-    up.set_value(up.get_value().at[3, 5].add(amount).at[7, 1].add(-amount))
-    norm = model.norm.weight
-    norm.set_value(norm.get_value().at[0].add(amount))
 
 
 @pytest.mark.parametrize("granularity", ["tensors", "elements"])

@@ -18,8 +18,7 @@ from tbjax.models.hf import exporter
 from tbjax.models.hf.safetensors_reader import INDEX_FILE, SINGLE_FILE
 from tbjax.models.hf.safetensors_writer import DTYPE_NAMES, SafetensorsFile, TensorSpec
 from tests.tbjax.models.support import ALL_ARCHS
-
-BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+from tests.tbjax.publish_support import count_compiles
 
 
 def random_tensors(seed: int) -> dict[str, np.ndarray]:
@@ -84,23 +83,6 @@ def test_an_export_equals_safetensors_own_files_of_the_same_tensors(tiny_dir, tm
                   for name, holder in files.items() if holder == file}
         save_file(listed, str(tmp_path / "theirs.safetensors"), metadata={"format": "pt"})
         assert (out / file).read_bytes() == (tmp_path / "theirs.safetensors").read_bytes(), file
-
-
-def count_compiles(run) -> int:
-    """How many programs XLA compiles while `run()` runs, from a cold start."""
-    jax.clear_caches()
-    exporter._gather_program.cache_clear()
-    compiles = []
-
-    def listen(event: str, _duration: float, **_: object) -> None:
-        if event == BACKEND_COMPILE:
-            compiles.append(event)
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        run()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    return len(compiles)
 
 
 @pytest.mark.parametrize("scan", [False, True])
