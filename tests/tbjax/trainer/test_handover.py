@@ -18,7 +18,7 @@ from rollout.engines.sglang import MEMORY_TAGS, SGLangConfig, SGLangEngine
 from rollout.launch_sglang import LaunchConfig, Supervisor
 from tbjax.config import load_config
 from tbjax.models import from_pretrained
-from tbjax.models.hf.versions import publish_weights
+from tbjax.models.hf.versions import DELTA_FILE, publish_weights
 from tbjax.parallel.offload import HOST_MEMORY, HostOffload
 from tbjax.parallel.xla_memory import configure_xla_memory
 from tbjax.sections.training import GRPOSection, OptimSection
@@ -171,6 +171,28 @@ def test_the_training_loop_hands_over_around_each_update(server, tiny_dir, tmp_p
     # published under rollout.publish_dir ({run}: the run's name), the version before the update removed
     assert sorted(p.name for p in (tmp_path / "shm" / config.run.name / "weights").iterdir()) == ["latest", "v1"]
     assert not (tmp_path / "resume" / "weights").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("granularity", ["elements", "tensors"])
+def test_deltas_reach_the_server_and_pass_the_refit_probe(server, tiny_dir, tmp_path, granularity):
+    """Three steps on tbjax.serve with rollout.publish_delta: whole, delta, whole (publish_full_every=2); after
+    every publish the server scores the refit probe as the trainer does (train.refit_probe)."""
+    model_dir = tiny_dir("qwen3")
+    on_server(server, lambda engine: engine.update_weights(str(model_dir), "0"))  # the base policy again
+    rollout = load_config(overrides=["rollout.engine=sglang", "grpo.kl_coef=0", "validation.tasks=0",
+                                     f"rollout.sglang_urls=[{server}]", f"rollout.publish_dir={tmp_path}/shm",
+                                     f"rollout.publish_delta={granularity}", "rollout.publish_full_every=2"]).rollout
+    config = config_for(tmp_path, 3)
+    config = config.model_copy(update={"rollout": rollout, "groups": dataclasses.replace(config.groups, groups=1)})
+    run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
+    asyncio.run(run_steps(run, opener=brief_session))
+    lines = [json.loads(line) for line in (tmp_path / "resume" / "metrics.jsonl").read_text().splitlines()]
+    published = [line for line in lines if not line["skipped"]]
+    assert len(published) == 3, "the test needs every step to train and publish"
+    assert all(line["refit_probe_max_diff"] <= 1e-4 for line in published)
+    weights = tmp_path / "shm" / "weights"
+    assert [(weights / f"v{step}" / DELTA_FILE).is_file() for step in (1, 2, 3)] == [False, True, False]
 
 
 def test_the_server_refuses_loads_into_released_weights_and_unknown_tags(server, tiny_dir):
