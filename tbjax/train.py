@@ -1,4 +1,4 @@
-"""`python -m tbjax.train [--config FILE] [--mesh AxB] [--dry-run] [key=value ...]`
+"""`python -m tbjax.train [--config FILE] [--mesh AxB] [--dry-run [--refresh-probe]] [key=value ...]`
 
 With no flags: the embedded default (configs/tiny-cpu.yaml). It resolves the config, checks what needs no
 model (tasks, endpoints, files), joins the multi-host job, builds the mesh, loads the policy sharded, and runs
@@ -25,17 +25,22 @@ from tbjax.trainer.suite_setup import task_source
 console = Console()
 
 
-def parse_args(argv: list[str]) -> tuple[Config, bool]:
+def parse_args(argv: list[str]) -> tuple[Config, argparse.Namespace]:
     parser = argparse.ArgumentParser(prog="python -m tbjax.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="a YAML file, or a shipped config by name: tiny-cpu (the default), smoke, "
                         "qwen3-8b-1x8, qwen3-27b-3x8-h100, qwen3-27b-tpu-v5p")
     parser.add_argument("--mesh", help="device mesh, e.g. 3x8 = hosts x local devices (data x fsdp)")
-    parser.add_argument("--dry-run", action="store_true", help="print the resolved config and memory plan, then exit")
+    parser.add_argument("--dry-run", action="store_true", help="print the resolved config, memory plan and weight "
+                        "refresh estimate, then exit")
+    parser.add_argument("--refresh-probe", action="store_true", help="with --dry-run: measure this machine's publish "
+                        "and read rates for the refresh estimate (a real publish of a ~200 MB model, about 2 s)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.remat=none")
     args = parser.parse_intermixed_args(argv)  # flags may sit among the overrides
+    if args.refresh_probe and not args.dry_run:
+        parser.error("--refresh-probe measures for the plan --dry-run prints: add --dry-run")
     overrides = list(args.overrides) + ([f"mesh.shape={args.mesh!r}"] if args.mesh else [])
-    return load_config(args.config, overrides), args.dry_run
+    return load_config(args.config, overrides), args
 
 
 def check_tasks(config: Config, dry_run: bool) -> None:
@@ -53,15 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("jax").setLevel(logging.WARNING)
     try:
-        config, dry_run = parse_args(sys.argv[1:] if argv is None else argv)
-        check_tasks(config, dry_run)
+        config, args = parse_args(sys.argv[1:] if argv is None else argv)
+        check_tasks(config, args.dry_run)
     except (ConfigError, TaskChoiceError) as error:
         console.print(f"[red]error:[/red] {escape(str(error))}")  # messages quote lists: not markup
         return 2
     from tbjax.pipeline.launch import MACHINE_ERRORS, USAGE_ERRORS, launch  # JAX starts here
 
     try:
-        return launch(config, dry_run, console)
+        return launch(config, args.dry_run, console, refresh_probe=args.refresh_probe)
     except USAGE_ERRORS as error:
         console.print(f"[red]error:[/red] {escape(str(error))}")
         return 2

@@ -30,14 +30,15 @@ USAGE_ERRORS = (ConfigError, MeshError, ShardingError, UnsupportedModelError, Ch
 MACHINE_ERRORS = (CheckpointWriteError,)
 
 
-def launch(config: Config, dry_run: bool, console: Console) -> int:
-    """Runs the command; returns its exit code (0: done)."""
+def launch(config: Config, dry_run: bool, console: Console, refresh_probe: bool = False) -> int:
+    """Runs the command; returns its exit code (0: done). `refresh_probe`: the dry run measures this machine's
+    publish and read rates for the weight-refresh estimate."""
     configure_xla_memory(config.rollout.placement)  # before JAX starts its backend
     distributed = DistributedConfig(config.mesh.coordinator_address, config.mesh.num_processes,
                                     config.mesh.process_id).merged_over(DistributedConfig.from_environment())
     how = initialize_distributed(distributed)
     if dry_run:
-        print_plan(config, planned_model_config(config), console)
+        print_plan(config, planned_model_config(config), console, refresh_probe)
         return 0
     if has_stages(config):
         console.rule(f"tbjax.train: the {config.run.name} pipeline in {config.run.directory}")
