@@ -8,7 +8,11 @@
    over the chip's dense bf16 peak), bf16 params and compute, full remat, float32 AdamW moments.
 4. One LoRA GRPO update (rank 16, alpha 32, attention and MLP projections) of the largest shape in SHAPES that
    fits: the base frozen in bf16, AdamW on the adapters alone; tokens/s, MFU and peak memory.
-5. JaxEngine decode tokens/s at 1, 8, 32 and 64 concurrent sequences on the tiny model.
+5. Weight transfer: device-to-host and host-to-device GB/s of a 2 GiB bf16 array (median of 3; pageable, as the
+   exporter and a server's loader copy, and pinned), a publish of the model check 3 updated through
+   publish_weights into /dev/shm with its page-cache read-back, and the 27B reference's refresh estimate at
+   these rates (tbjax.plan.refresh, which assumes the copies' rates on a machine without a GPU).
+6. JaxEngine decode tokens/s at 1, 8, 32 and 64 concurrent sequences on the tiny model.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from tbjax.models import Qwen
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -93,13 +99,14 @@ def attention_kernels(rows: int = 2, seq: int = 8192, heads: int = 32, kv_heads:
           f"triton {seconds['triton'] * 1e3:.1f} ms, triton/cudnn {seconds['triton'] / seconds['cudnn']:.2f}x")
 
 
-def grpo_update(name: str, seq: int = 4096, rows: int = 2, lora_rank: int = 0) -> bool:
+def grpo_update(name: str, seq: int = 4096, rows: int = 2, lora_rank: int = 0) -> Qwen | None:
     """One GRPO update of SHAPES[name]: every weight (bf16 with float32 masters), or with `lora_rank` > 0 the
-    adapters alone (unscanned layers: adapters are not stacked for scanned ones)."""
+    adapters alone (unscanned layers: adapters are not stacked for scanned ones). Returns the updated policy,
+    None where the update did not fit or failed."""
     from flax import nnx
 
     from rollout.trajectory import Trajectory
-    from tbjax.models import ModelConfig, Qwen, RuntimeConfig
+    from tbjax.models import ModelConfig, RuntimeConfig
     from tbjax.models.lora import add_adapters
     from tbjax.sections.lora import LoraSpec
     from tbjax.sections.training import GRPOSection
@@ -141,7 +148,7 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2, lora_rank: int = 0) -
         seconds = (time.perf_counter() - start) / steps
     except Exception as error:  # noqa: BLE001 - out of memory means: try the next smaller shape
         print(f"{what} {name}: does not fit or failed ({type(error).__name__}: {str(error)[:200]})")
-        return False
+        return None
     tokens = rows * seq
     kind = jax.devices()[0].device_kind
     peak = next((v for k, v in PEAK_BF16.items() if k in kind), None)
@@ -155,7 +162,37 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2, lora_rank: int = 0) -
     print(f"{what} {name} ({cfg.num_params() / 1e9:.2f}B, {detail}) on {kind}: "
           f"{tokens / seconds:,.0f} tokens/s, "
           f"{seconds:.2f} s/update, MFU {mfu}, {peak_memory:.1f} GB peak device memory")
-    return True
+    return trainer.model_for(state.params)
+
+
+def weight_transfer(policy: Qwen | None, name: str) -> None:
+    """Copies between the GPU and host memory each way, then `policy` (SHAPES[name]) published as the trainer
+    publishes it each step, and what those rates make of the 27B reference's refresh."""
+    from flax import nnx
+
+    from tbjax.config import load_config
+    from tbjax.plan.refresh import plan_refresh, rates_from, refresh_lines
+    from tbjax.plan.transfer_rates import SHM, TIMED_PUBLISHES, measure_transfers, probe_directory, probe_publish
+
+    transfers = measure_transfers(2 << 30)
+    if transfers is None:
+        print("weight transfer: no accelerator")
+        return
+
+    def gbps(rate: float | None) -> str:
+        return "n/a (no pinned_host memory)" if rate is None else f"{rate / 1e9:.1f}"
+    size = f"{transfers.device}, {transfers.nbytes / 2**30:.0f} GiB bf16, median of 3"
+    print(f"device-to-host GB/s ({size}): pageable {gbps(transfers.d2h)}, pinned {gbps(transfers.d2h_pinned)}")
+    print(f"host-to-device GB/s ({size}): pageable {gbps(transfers.h2d)}, pinned {gbps(transfers.h2d_pinned)}")
+    if policy is None:
+        return
+    nbytes = sum(x.nbytes for x in jax.tree.leaves(nnx.state(policy, nnx.Param)))
+    probe = probe_publish(policy, probe_directory(SHM, nbytes))
+    print(f"publish_weights {name} ({probe.nbytes / 1e9:.1f} GB {probe.dtype}) into {probe.directory}: "
+          f"{probe.publish_s:.2f} s, {probe.publish_rate / 1e9:.2f} GB/s (the fastest of {TIMED_PUBLISHES} after "
+          f"one that compiled); page-cache read {probe.read_s:.2f} s, {probe.read_rate / 1e9:.2f} GB/s")
+    for line in refresh_lines(plan_refresh(load_config("qwen3-27b-3x8-h100"), lambda _: rates_from(probe, transfers))):
+        print(line)
 
 
 def engine_decode() -> None:
@@ -184,14 +221,19 @@ if __name__ == "__main__":
     attention_kernels()
     stage("lora update")
     for shape in SHAPES:  # LoRA first: the device's peak memory is the process's, so the smaller peak goes first
-        if grpo_update(shape, lora_rank=16):
+        if grpo_update(shape, lora_rank=16) is not None:
             break
     stage("full update")
     # every weight: Qwen3-8B's state alone (bf16 weights, float32 masters, moments and gradient accumulator) is
     # 147 GB, past any single GPU, so the full update starts at the next shape
+    updated, shape = None, ""
     for shape in list(SHAPES)[1:]:
-        if grpo_update(shape):
+        updated = grpo_update(shape)
+        if updated is not None:
             break
+    stage("weight transfer")
+    weight_transfer(updated, shape)
+    del updated
     stage("engine decode")
     engine_decode()
     stage("done")
