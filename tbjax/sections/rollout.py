@@ -51,7 +51,8 @@ class RolloutSection(Section):
 
     @model_validator(mode="after")
     def _publishing_needs_servers(self) -> RolloutSection:
-        set_here = sorted(self.model_fields_set & set(PUBLISH_SETTINGS))
+        defaults = RolloutSection.model_fields
+        set_here = [name for name in PUBLISH_SETTINGS if getattr(self, name) != defaults[name].default]
         if self.engine == "embedded" and set_here:
             raise ValueError(f"rollout.{set_here[0]}: the embedded engine takes the trainer's parameters in "
                              "process and nothing is published; drop it, or use rollout.engine=sglang")
