@@ -1,12 +1,16 @@
-"""Publish-to-served time of a weight refresh on CPU: tbjax.models.hf.versions.publish_weights writes a ~50M-parameter
-Qwen3 as an HF directory and the embedded JaxEngine loads it (update_weights from disk, the SGLang path's
-shape), beside raw writes and reads of the same number of bytes to and from the same disk in the same run
-(numpy tofile, with and without fsync; np.fromfile), with bytes/s and ratios, and the publish-to-served time
-of the 27B reference (configs/qwen3-27b-3x8-h100.yaml, bfloat16) estimated from the measured bytes/s.
+"""Publish-to-served time of a weight refresh on CPU, against the machine's own limits measured in the same run.
 
-publish_weights does not fsync, and the engine reads back what the page cache still holds: the raw write
-without fsync and the raw read are its like-for-like peers, the fsync'd write the disk's own rate. A server
-on another host reads from its disk or the network instead; the estimate assumes this run's rates.
+tbjax.models.hf.versions.publish_weights writes the 48.2M-parameter bench Qwen3 (float32) as an HF directory and
+the embedded JaxEngine loads it in place (`update_weights` from disk, the SGLang path's shape). Beside them,
+on the same bytes, the same disk and in alternation:
+
+- raw write + fsync: one numpy buffer to one file, flushed to the disk (the disk's own rate);
+- page-cache write + read: the same file written without fsync and read back (what a publish and a load
+  could cost at best: a publish is never fsynced, and a load reads what the page cache holds);
+- memory copy: the bytes copied from one buffer into another (the host's limit).
+
+Prints each one's bytes/s and publish-to-served's ratio to each peer. How much smaller a delta publish is:
+scripts/bench/refit_delta.py; the reference configs' estimated refresh time: `python -m tbjax.plan.refresh`.
 
     python scripts/bench/refit.py [--rounds 3] [--dir DIR (default: a temporary directory under /tmp)]
 """
@@ -46,6 +50,13 @@ def raw_write(path: Path, data: np.ndarray, fsync: bool) -> None:
             os.fsync(f.fileno())
 
 
+def page_cache_round_trip(path: Path, data: np.ndarray, into: np.ndarray) -> None:
+    """`data` written to `path` without fsync, then read back into `into` (the page cache both ways)."""
+    raw_write(path, data, fsync=False)
+    with path.open("rb") as f:
+        f.readinto(memoryview(into))
+
+
 def reference_bytes() -> int:
     """The 27B reference's parameters in bfloat16, from its architecture (no checkpoint needed)."""
     architecture = yaml.safe_load(REFERENCE.read_text())["model"]["architecture"]
@@ -68,32 +79,35 @@ def main() -> None:
         published = publish_weights(model, root / "weights", 0)
         nbytes = directory_bytes(published)
         data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
+        into = np.empty_like(data)
         raw = root / "raw.bin"
+
+        def publish_and_load() -> None:
+            path = publish_weights(model, root / "weights", 0)
+            asyncio.run(engine.update_weights(str(path), "0"))
         # in this order each round: the engine loads what was just published, the read what was just written
         seconds = median_seconds({
             "publish": lambda: publish_weights(model, root / "weights", 0),
             "load": lambda: asyncio.run(engine.update_weights(str(published), "0")),
-            "raw write": lambda: raw_write(raw, data, fsync=False),
-            "raw read": lambda: np.fromfile(raw, np.uint8),
+            "publish-to-served": publish_and_load,
             "raw write+fsync": lambda: raw_write(raw, data, fsync=True),
+            "page-cache write+read": lambda: page_cache_round_trip(raw, data, into),
+            "memory copy": lambda: np.copyto(into, data),
         }, args.rounds)
     asyncio.run(engine.close())
-    served = seconds["publish"] + seconds["load"]
+    served, fsynced, cached = seconds["publish-to-served"], seconds["raw write+fsync"], seconds["page-cache write+read"]
     print(f"model: qwen3 {model.config.num_params() / 1e6:.1f}M params float32, {nbytes / 1e6:.1f} MB published, "
           f"{os.cpu_count()} cores, median of {args.rounds} rounds")
-    print(f"publish (HF write)     : {rate(nbytes, seconds['publish'])}")
-    print(f"engine load from disk  : {rate(nbytes, seconds['load'])}")
-    print(f"publish-to-served      : {rate(nbytes, served)}")
-    print(f"raw write              : {rate(nbytes, seconds['raw write'])}")
-    print(f"raw write + fsync      : {rate(nbytes, seconds['raw write+fsync'])}")
-    print(f"raw read               : {rate(nbytes, seconds['raw read'])}")
-    print(f"ratio publish / raw write: {seconds['raw write'] / seconds['publish']:.2f}x of its bytes/s; "
-          f"engine load / raw read: {seconds['raw read'] / seconds['load']:.2f}x; publish-to-served / raw write + "
-          f"fsync: {seconds['raw write+fsync'] / served:.2f}x")
-    reference = reference_bytes()
-    print(f"27B reference (estimate): {reference / 1e9:.1f} GB in bfloat16 -> publish-to-served "
-          f"{reference / (nbytes / served):.0f} s at this run's {nbytes / served / 1e6:.0f} MB/s (one writer, one "
-          f"reader, this disk)")
+    print(f"publish (HF write)      : {rate(nbytes, seconds['publish'])}")
+    print(f"engine load (in place)  : {rate(nbytes, seconds['load'])}")
+    print(f"publish-to-served       : {rate(nbytes, served)}")
+    print(f"raw write + fsync       : {rate(nbytes, fsynced)}")
+    print(f"page-cache write + read : {rate(nbytes, cached)}")
+    print(f"memory copy             : {rate(nbytes, seconds['memory copy'])}")
+    print(f"publish-to-served reaches {fsynced / served:.2f}x of raw write + fsync's bytes/s, {cached / served:.2f}x "
+          f"of a page-cache write + read's, {seconds['memory copy'] / served:.2f}x of a memory copy's")
+    print(f"27B reference: {reference_bytes() / 1e9:.1f} GB in bfloat16 per refresh; its estimate per node: "
+          "python -m tbjax.plan.refresh configs/qwen3-27b-3x8-h100.yaml --probe")
 
 
 if __name__ == "__main__":
