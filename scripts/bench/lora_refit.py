@@ -26,18 +26,12 @@ from refit import REFERENCE, directory_bytes, rate
 from tbjax.engine.adapters import AdapterServing
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import ModelConfig, Qwen
-from tbjax.models.hf.peft_adapter import module_shapes
 from tbjax.models.hf.versions import publish_adapter, publish_weights
 from tbjax.models.lora import add_adapters
+from tbjax.plan.refresh import adapter_params
 from tbjax.sections.lora import LoraSpec
 
 ENGINE = {"slots": 1, "max_len": 64}
-
-
-def adapter_params(config: ModelConfig, spec: LoraSpec) -> int:
-    """Parameters of `spec`'s adapters on a model of `config`, counted on an abstract model (no weights)."""
-    model = nnx.eval_shape(lambda: Qwen(config, nnx.Rngs(0)))
-    return sum((fan_in + fan_out) * spec.rank for fan_in, fan_out in module_shapes(model, spec.modules).values())
 
 
 class AdapterRefresh:

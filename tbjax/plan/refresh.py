@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 from rich.console import Console
 from rich.filesize import decimal
@@ -33,6 +31,7 @@ from rollout.formats import count
 from tbjax.assets.model_source import planned_model_config
 from tbjax.config import Config, ConfigError, load_config
 from tbjax.models import ModelConfig, Qwen
+from tbjax.models.hf.exporter import export_dtype
 from tbjax.models.hf.peft_adapter import module_shapes
 from tbjax.parallel.mesh import parse_mesh_spec
 from tbjax.plan.transfer_rates import (
@@ -202,12 +201,6 @@ def copies(config: Config, hosts: tuple[str, ...]) -> str:
         return f"the driver writes it under {root} on the servers' host{delta}"
     return (f"the driver writes one copy under {root}, which the server hosts read through a shared file "
             f"system: slower than the page-cache read counted here{delta}")
-
-
-def export_dtype(cfg: ModelConfig) -> np.dtype:
-    """The dtype publish_weights writes: the checkpoint's (config.json), else the parameters'."""
-    hf = cfg.hf_config
-    return np.dtype(jnp.dtype(hf.get("dtype") or hf.get("torch_dtype") or cfg.runtime.param_dtype))
 
 
 def adapter_params(cfg: ModelConfig, spec: LoraSpec) -> int:

@@ -53,7 +53,7 @@ class DeltaPublisher:
                 ) -> Path:
         """Writes `model` as root/v{version}, whole or as a delta on the version published before, and points
         root/latest at it (tbjax.models.hf.versions' protocol). Every process calls it."""
-        np_dtype = export_dtype(model, dtype)
+        np_dtype = export_dtype(model.config, dtype)
         owner = replicas or is_driver()
         whole = self.version is None or self.since_full + 1 >= self.full_every
         changes = _Changes(self.published, hf_specs(model, np_dtype), compare=not whole)

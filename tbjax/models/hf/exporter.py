@@ -29,6 +29,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from tbjax.models.architecture import ModelConfig
 from tbjax.models.hf.layout import UNMODELLED_PARTS, HfTransform, TensorLayout, hf_layouts
 from tbjax.models.hf.safetensors_reader import INDEX_FILE, SINGLE_FILE, SafetensorsReader
 from tbjax.models.hf.safetensors_writer import SafetensorsFile, TensorSpec
@@ -164,9 +165,10 @@ def _copy_unmodelled(model: Qwen, specs: list[TensorSpec], sink: Sink) -> None:
             sink(spec.name, 0, reader.read(spec.name, (slice(None),)))
 
 
-def export_dtype(model: Qwen, dtype: str | None) -> np.dtype:
-    hf = model.config.hf_config
-    name = dtype or hf.get("dtype") or hf.get("torch_dtype") or model.config.runtime.param_dtype
+def export_dtype(config: ModelConfig, dtype: str | None = None) -> np.dtype:
+    """The dtype an export writes: `dtype`, else the checkpoint's (config.json), else the parameters'."""
+    hf = config.hf_config
+    name = dtype or hf.get("dtype") or hf.get("torch_dtype") or config.runtime.param_dtype
     return np.dtype(jax.numpy.dtype(name))
 
 
@@ -188,7 +190,7 @@ def save_pretrained(
                         "(tbjax.models.lora.merge_adapters) or save the adapter alone "
                         "(tbjax.models.hf.peft_adapter.save_adapter)")
     writes = is_driver() if writes is None else writes
-    np_dtype = export_dtype(model, dtype)
+    np_dtype = export_dtype(model.config, dtype)
     if not writes:
         fill_hf_tensors(model, np_dtype, None)
         return Path(out_dir)
