@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import tempfile
 from pathlib import Path
@@ -34,6 +35,7 @@ from tbjax.models import ModelConfig, Qwen
 from tbjax.models.hf.versions import publish_weights
 
 REFERENCE = CONFIG_DIR / "qwen3-27b-3x8-h100.yaml"
+KEEP = 2  # rollout.publish_keep's default
 BF16_BYTES = 2
 
 
@@ -76,20 +78,23 @@ def main() -> None:
     engine = JaxEngine(model, slots=1, max_len=64)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         root = Path(tmp)
-        published = publish_weights(model, root / "weights", 0)
-        nbytes = directory_bytes(published)
+        nbytes = directory_bytes(publish_weights(model, root / "weights", 0))
         data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
         into = np.empty_like(data)
         raw = root / "raw.bin"
 
-        def publish_and_load() -> None:
-            path = publish_weights(model, root / "weights", 0)
-            asyncio.run(engine.update_weights(str(path), "0"))
+        versions = itertools.count(1)
+
+        def publish() -> Path:  # a new version each time, the two newest kept, as the trainer publishes
+            return publish_weights(model, root / "weights", next(versions), keep=KEEP)
+
+        def load() -> None:
+            asyncio.run(engine.update_weights(str(root / "weights" / "latest"), "0"))
         # in this order each round: the engine loads what was just published, the read what was just written
         seconds = median_seconds({
-            "publish": lambda: publish_weights(model, root / "weights", 0),
-            "load": lambda: asyncio.run(engine.update_weights(str(published), "0")),
-            "publish-to-served": publish_and_load,
+            "publish": publish,
+            "load": load,
+            "publish-to-served": lambda: asyncio.run(engine.update_weights(str(publish()), "0")),
             "raw write+fsync": lambda: raw_write(raw, data, fsync=True),
             "page-cache write+read": lambda: page_cache_round_trip(raw, data, into),
             "memory copy": lambda: np.copyto(into, data),
@@ -107,7 +112,7 @@ def main() -> None:
     print(f"publish-to-served reaches {fsynced / served:.2f}x of raw write + fsync's bytes/s, {cached / served:.2f}x "
           f"of a page-cache write + read's, {seconds['memory copy'] / served:.2f}x of a memory copy's")
     print(f"27B reference: {reference_bytes() / 1e9:.1f} GB in bfloat16 per refresh; its estimate per node: "
-          "python -m tbjax.plan.refresh configs/qwen3-27b-3x8-h100.yaml --probe")
+          "python -m tbjax.plan.refresh configs/qwen3-27b-3x8-h100.yaml --refresh-probe")
 
 
 if __name__ == "__main__":
