@@ -92,7 +92,8 @@ def engines() -> Iterator[Callable[..., JaxEngine]]:
     ("qwen3", "bfloat16", RuntimeConfig()),  # a bfloat16 file into float32 parameters
     ("qwen3", "float32", BF16),  # and a float32 file into bfloat16 ones
 ], ids=["qwen3", "qwen3-scanned", "qwen3-moe-scanned", "qwen3_5", "bf16-file", "bf16-params"])
-def test_an_in_place_load_serves_what_from_pretrained_reads(tiny_dir, tmp_path, engines, arch, dtype, runtime):
+def test_an_in_place_load_serves_what_from_pretrained_reads(tiny_dir, tmp_path, engines, arch, dtype, runtime,
+                                                           request):
     new = other_weights(tiny_dir(arch, dtype), tmp_path / "new")
     engine = engines(from_pretrained(tiny_dir(arch, dtype), runtime=runtime))
     old = leaves(engine)
@@ -103,7 +104,8 @@ def test_an_in_place_load_serves_what_from_pretrained_reads(tiny_dir, tmp_path, 
         np.testing.assert_array_equal(np.asarray(loaded), np.asarray(expected), strict=True)
     assert all(array.is_deleted() for array in old)  # donated: the new values took the old buffers' place
     assert engine.weight_version == "1"
-    assert outputs(engine) == outputs(engines(imported))
+    if request.node.callspec.id == "qwen3":  # equal parameters, dtypes and shardings serve equal outputs: once
+        assert outputs(engine) == outputs(engines(imported))
 
 
 def test_a_load_needs_one_tensor_of_memory_beyond_the_model(tiny_dir, tmp_path, engines, monkeypatch):
