@@ -71,7 +71,7 @@ class Run:
         return self.config.run.directory
 
 
-def _refuse_shared_replica_hosts(config: Config) -> None:
+def refuse_shared_replica_hosts(config: Config) -> None:
     """With rollout.publish_replicas every process writes publish_dir on its own host: two processes on one
     host would write the same directory at once."""
     if not config.rollout.publish_replicas or jax.process_count() == 1:
@@ -91,7 +91,7 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
     may hold no benchmark task either. With `validation.tasks`, `validation_tasks` is the validation split (the
     pipeline carves it before the warm start); None carves it out of the tasks here."""
     tasks = training_tasks(task_source(config)) if tasks is None else refuse_benchmark(tasks, "build_run's tasks")
-    _refuse_shared_replica_hosts(config)
+    refuse_shared_replica_hosts(config)
     if config.lora.enabled:  # GRPO trains adapters on the model, its weights frozen (tbjax.trainer.update)
         add_adapters(model, config.lora.spec(), config.lora.seed)
     trainer = make_trainer(config, model)

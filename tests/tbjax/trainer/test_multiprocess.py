@@ -2,50 +2,18 @@
 3x8 mesh gives the single-device logits, and training steps, checkpoints and a restart work across processes."""
 
 import json
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable
+import socket
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
-import portpicker
 import pytest
 
 from tbjax.models import from_pretrained
+from tests.tbjax.trainer.multiprocess_support import PROCESSES, run_processes
 from tests.tbjax.trainer.tensorboard_support import read_scalars
 
 HERE = Path(__file__).parent
-REPO = HERE.parents[2]
-PROCESSES = 3
-
-
-def run_processes(script: Path, args: Callable[[int], list[str]], logs: Path, timeout_s: float = 300) -> None:
-    """Runs `script PORT PROCESS_ID *args(i)` as 3 processes of one jax.distributed job of 8 CPU devices each;
-    fails with the logs if any fails. The others are then stopped: they would wait for it forever."""
-    port = portpicker.pick_unused_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu",
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
-    logs.mkdir(parents=True, exist_ok=True)
-    files = [(logs / f"process{i}.log").open("w") for i in range(PROCESSES)]
-    workers = [subprocess.Popen([sys.executable, str(script), str(port), str(i), *args(i)], env=env, cwd=REPO,
-                                stdout=files[i], stderr=subprocess.STDOUT) for i in range(PROCESSES)]
-    deadline = time.monotonic() + timeout_s
-    try:
-        while any(w.poll() is None for w in workers) and all(w.returncode in (None, 0) for w in workers):
-            assert time.monotonic() < deadline, f"processes still running after {timeout_s} s; logs in {logs}"
-            time.sleep(0.5)
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
-        for file in files:
-            file.close()
-    for i, worker in enumerate(workers):
-        assert worker.returncode == 0, f"process {i} failed:\n{(logs / f'process{i}.log').read_text()[-4000:]}"
 
 
 def test_three_processes_match_single_device(tiny_dir, tmp_path):
@@ -108,3 +76,16 @@ def test_three_processes_train_lora_adapters_alone_and_resume_them(tiny_dir, tmp
     assert [(r["resumed_from"], r["updates"]) for r in second] == [(2, first[0]["updates"])] * PROCESSES
     assert {(r["digest"], r["moments_digest"]) for r in second} == {(first[0]["digest"], first[0]["moments_digest"])}
     assert {r["frozen_after"] for r in second} == {first[0]["frozen_before"]}
+
+
+def test_host_replicas_are_refused_where_processes_share_a_host(tmp_path):
+    """rollout.publish_replicas has every process write publish_dir on its own host: the 3 processes here share
+    one machine, so each would write the same directory, and the run setup refuses, naming them."""
+    run_processes(HERE / "multiprocess_hosts.py", lambda i: [str(tmp_path / f"hosts{i}.json")], tmp_path / "logs")
+    records = [json.loads((tmp_path / f"hosts{i}.json").read_text()) for i in range(PROCESSES)]
+    host = socket.gethostname()
+    for record in records:
+        assert record["hosts"] == [host] * PROCESSES
+        assert record["refusal"] == (f"rollout.publish_replicas: processes [0, 1, 2] share host {host} and would "
+                                     "write the same /dev/shm/tbjax/{run} at once; run one process per host, or set "
+                                     "rollout.publish_replicas=false (the driver alone writes)")
