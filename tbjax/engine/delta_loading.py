@@ -34,13 +34,12 @@ from jax.sharding import Sharding
 from safetensors.numpy import load_file
 
 from tbjax.engine.mapped_checkpoint import MappedCheckpoint
-from tbjax.engine.weight_checks import DIVERGED, WeightsError, refuse_other_architecture, refuse_other_sizes, unreadable
-from tbjax.engine.weight_loading import CheckedDirectory, replicated, write_weights
+from tbjax.engine.weight_checks import WeightsError, refuse_other_architecture, refuse_other_sizes, unreadable
+from tbjax.engine.weight_loading import CheckedDirectory, replicated, served_entries, write_weights
 from tbjax.models.architecture import ModelConfig
 from tbjax.models.hf.delta import ELEMENTS_FILE
 from tbjax.models.hf.layout import HfTransform, ParamPath, TensorLayout, hf_layouts
 from tbjax.models.hf.versions import DELTA_FILE
-from tbjax.parallel.sharding import path_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,23 +130,13 @@ def write_delta(state: nnx.State, checked: CheckedDelta) -> None:
     if checked.tensors is not None:
         write_weights(state, CheckedDirectory(checked.directory, checked.tensors, checked.layouts), checked.names)
         return
-    variables = dict(nnx.to_flat_state(state))
-    for path, layout in checked.layouts.items():
-        variable = variables[path]
-        for index in np.ndindex(*layout.stack_shape):
-            name = layout.name(index)
-            if name not in checked.names:
-                continue
-            indices, values = _part(checked.elements[name], layout)
-            param = variable.get_value()
-            where = replicated(param.sharding)
-            updated, finite = _scatter_entry(param, jax.device_put(indices, where), jax.device_put(values, where),
-                                             tuple(np.int32(i) for i in index), transform=layout.transform,
-                                             sharding=param.sharding)
-            variable.set_value(updated)
-            if not finite:
-                raise WeightsError(f"{checked.directory}: the delta holds NaN or Inf (tensor {name}, for "
-                                   f"{path_name(path)}). {DIVERGED}")
+    for entry in served_entries(state, checked.layouts, checked.names):
+        indices, values = _part(checked.elements[entry.name], entry.layout)
+        param = entry.variable.get_value()
+        where = replicated(param.sharding)
+        updated, finite = _scatter_entry(param, jax.device_put(indices, where), jax.device_put(values, where),
+                                         entry.traced_index, transform=entry.layout.transform, sharding=param.sharding)
+        entry.store(updated, finite, checked.directory)
 
 
 def _part(change: tuple[np.ndarray, np.ndarray], layout: TensorLayout) -> tuple[np.ndarray, np.ndarray]:

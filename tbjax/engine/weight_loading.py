@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import jax
@@ -80,22 +80,50 @@ def write_weights(state: nnx.State, checked: CheckedDirectory, only: Collection[
     """Writes `checked`'s tensors (those named in `only`, if given: a delta's) into the served parameters of
     `state`, in place (their Variables take the new arrays; the old ones are donated). WeightsError at the first
     entry that is not finite, the ones before it written."""
+    for entry in served_entries(state, checked.layouts, only):
+        layout, param = entry.layout, entry.variable.get_value()
+        host = checked.tensors.rows(entry.name, layout.row_offset, layout.row_offset + layout.hf_shape[0])
+        updated, finite = _write_entry(param, jax.device_put(host, replicated(param.sharding)), entry.traced_index,
+                                       transform=layout.transform, sharding=param.sharding)
+        entry.store(updated, finite, checked.directory)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedEntry:
+    """One stack entry of a served parameter, which one HF tensor (or a range of its rows) fills."""
+
+    path: ParamPath
+    layout: TensorLayout
+    index: tuple[int, ...]
+    variable: nnx.Variable
+
+    @property
+    def name(self) -> str:
+        return self.layout.name(self.index)
+
+    @property
+    def traced_index(self) -> tuple[np.int32, ...]:
+        """The index as the write programs take it (an argument, so one program serves every entry)."""
+        return tuple(np.int32(i) for i in self.index)
+
+    def store(self, updated: jax.Array, finite: jax.Array, source: Path) -> None:
+        """The parameter written by a program takes the Variable's place; WeightsError if the entry it wrote is not
+        finite."""
+        self.variable.set_value(updated)
+        if not finite:
+            raise WeightsError(f"{source}: parameters hold NaN or Inf (tensor {self.name}, for "
+                               f"{path_name(self.path)}). {DIVERGED}")
+
+
+def served_entries(state: nnx.State, layouts: dict[ParamPath, TensorLayout],
+                   only: Collection[str] | None = None) -> Iterator[ServedEntry]:
+    """Every stack entry of the served parameters in `state` (those whose HF tensor `only` names, if given), in
+    `hf_layouts` order."""
     variables = dict(nnx.to_flat_state(state))
-    for path, layout in checked.layouts.items():
-        variable = variables[path]
+    for path, layout in layouts.items():
         for index in np.ndindex(*layout.stack_shape):
-            name = layout.name(index)
-            if only is not None and name not in only:
-                continue
-            host = checked.tensors.rows(name, layout.row_offset, layout.row_offset + layout.hf_shape[0])
-            param = variable.get_value()
-            updated, finite = _write_entry(param, jax.device_put(host, replicated(param.sharding)),
-                                           tuple(np.int32(i) for i in index), transform=layout.transform,
-                                           sharding=param.sharding)
-            variable.set_value(updated)
-            if not finite:
-                raise WeightsError(f"{checked.directory}: parameters hold NaN or Inf (tensor {name}, for "
-                                   f"{path_name(path)}). {DIVERGED}")
+            if only is None or layout.name(index) in only:
+                yield ServedEntry(path, layout, index, variables[path])
 
 
 @functools.partial(jax.jit, donate_argnums=0, static_argnames=("transform", "sharding"))

@@ -33,6 +33,18 @@ def equal_bits(left: list[np.ndarray], right: list[np.ndarray]) -> bool:
     return len(left) == len(right) and all(a.tobytes() == b.tobytes() for a, b in zip(left, right, strict=True))
 
 
+def assert_refused_unchanged(first, delta, message: str) -> None:
+    """An engine serving `first` refuses `delta` with `message`, its parameters unchanged."""
+    engine = JaxEngine(from_pretrained(first), slots=1, max_len=32, weights_dir=first)
+    try:
+        before = served(engine)
+        with pytest.raises(WeightsError, match=message):
+            asyncio.run(engine.update_weights(str(delta), "next"))
+        assert equal_bits(served(engine), before)
+    finally:
+        asyncio.run(engine.close())
+
+
 @pytest.mark.parametrize("granularity", ["tensors", "elements"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_each_delta_leaves_the_weights_a_whole_load_gives(tmp_path, granularity, dtype) -> None:
@@ -59,15 +71,8 @@ def test_a_delta_on_another_version_is_refused_and_changes_nothing(tmp_path) -> 
     publisher.publish(model, tmp_path / "w", 2)
     nudge(model, 0.5)
     third = publisher.publish(model, tmp_path / "w", 3)  # applies on v2, which the engine never loaded
-    engine = JaxEngine(from_pretrained(first), slots=1, max_len=32, weights_dir=first)
-    try:
-        before = served(engine)
-        with pytest.raises(WeightsError, match=r"is a delta on .*v2, but this engine serves .*v1; load a whole "
-                                               r"version first"):
-            asyncio.run(engine.update_weights(str(third), "3"))
-        assert equal_bits(served(engine), before)
-    finally:
-        asyncio.run(engine.close())
+    assert_refused_unchanged(first, third, r"is a delta on .*v2, but this engine serves .*v1; load a whole "
+                                           r"version first")
 
 
 def test_an_index_outside_its_tensor_is_refused_before_anything_changes(tmp_path) -> None:
@@ -81,14 +86,7 @@ def test_an_index_outside_its_tensor_is_refused_before_anything_changes(tmp_path
     name = json.loads((delta / DELTA_FILE).read_text())["tensors"][0]
     stored[f"{name}.indices"][-1] = 10**9
     save_file(stored, str(delta / ELEMENTS_FILE))
-    engine = JaxEngine(from_pretrained(first), slots=1, max_len=32, weights_dir=first)
-    try:
-        before = served(engine)
-        with pytest.raises(WeightsError, match="indices reach outside its"):
-            asyncio.run(engine.update_weights(str(delta), "2"))
-        assert equal_bits(served(engine), before)
-    finally:
-        asyncio.run(engine.close())
+    assert_refused_unchanged(first, delta, "indices reach outside its")
 
 
 def test_a_delta_that_fails_midway_goes_back_to_the_whole_version_and_its_deltas(tmp_path) -> None:
