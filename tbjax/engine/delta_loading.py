@@ -35,7 +35,7 @@ from safetensors.numpy import load_file
 
 from tbjax.engine.mapped_checkpoint import MappedCheckpoint
 from tbjax.engine.weight_checks import WeightsError, refuse_other_architecture, refuse_other_sizes, unreadable
-from tbjax.engine.weight_loading import CheckedDirectory, replicated, served_entries, write_weights
+from tbjax.engine.weight_loading import CheckedDirectory, EntryWrites, replicated, served_entries, write_weights
 from tbjax.models.architecture import ModelConfig
 from tbjax.models.hf.delta import ELEMENTS_FILE
 from tbjax.models.hf.layout import HfTransform, ParamPath, TensorLayout, hf_layouts
@@ -126,17 +126,19 @@ def _read_elements(directory: Path, names: frozenset[str],
 
 def write_delta(state: nnx.State, checked: CheckedDelta) -> None:
     """Applies `checked` to the served parameters in `state`, in place. WeightsError at the first changed entry
-    that is not finite, the ones before it written."""
+    that is not finite (weight_loading's docstring says which others are written by then)."""
     if checked.tensors is not None:
         write_weights(state, CheckedDirectory(checked.directory, checked.tensors, checked.layouts), checked.names)
         return
+    writes = EntryWrites(checked.directory)
     for entry in served_entries(state, checked.layouts, checked.names):
         indices, values = _part(checked.elements[entry.name], entry.layout)
         param = entry.variable.get_value()
         where = replicated(param.sharding)
         updated, finite = _scatter_entry(param, jax.device_put(indices, where), jax.device_put(values, where),
                                          entry.traced_index, transform=entry.layout.transform, sharding=param.sharding)
-        entry.store(updated, finite, checked.directory)
+        writes.store(entry, updated, finite, indices.nbytes + values.nbytes)
+    writes.confirm_all()
 
 
 def _part(change: tuple[np.ndarray, np.ndarray], layout: TensorLayout) -> tuple[np.ndarray, np.ndarray]:

@@ -13,11 +13,15 @@ rearranges them (`HfTransform.from_hf`), casts them to the parameter's dtype and
 donating the old parameter so that the result takes its buffer. The stack index is an argument of that
 program, so every parameter of one shape, sharding, rearrangement and dtypes shares it, however many layers
 there are. A fused HF tensor (Gated DeltaNet's in_proj_qkv and conv1d) fills several parameters, each from its
-own rows. Extra device memory at any moment: one HF tensor (on each device of the parameter's mesh).
+own rows. Extra device memory at any moment: `IN_FLIGHT_BYTES` of HF tensors, or one tensor if it is larger (on
+each device of the parameter's mesh). On CPU a tensor that lies 64-byte aligned in its file (safetensors_writer
+aligns them) is not even copied: the program reads it from the mapped file.
 
-The same program says whether the entry it wrote is finite. When tensor k holds NaN or Inf, or a read fails,
-the tensors before it are written already: the engine then writes back what it served before
-(served_weights.py), or refuses requests until a load succeeds.
+The same program says whether the entry it wrote is finite. Those answers are read `IN_FLIGHT_BYTES` behind the
+dispatch (`EntryWrites`), so the host maps, transfers and dispatches the next tensors while the devices write
+the earlier ones, and at most that many bytes of HF tensors wait on the devices. When tensor k holds NaN or Inf,
+or a read fails, tensors up to k (and a few after it) are written already: the engine then writes back what it
+served before (served_weights.py), or refuses requests until a load succeeds.
 
 A file truncated in place while it is mapped would fault the process (SIGBUS) rather than raise; publishers
 write each version into a new directory and never rewrite a file that may be loading.
@@ -25,6 +29,7 @@ write each version into a new directory and never rewrite a file that may be loa
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 from collections.abc import Collection, Iterator
@@ -49,6 +54,8 @@ from tbjax.models.architecture import ModelConfig
 from tbjax.models.hf.importer import check_shapes
 from tbjax.models.hf.layout import HfTransform, ParamPath, TensorLayout, hf_layouts
 from tbjax.parallel.sharding import path_name
+
+IN_FLIGHT_BYTES = 256 * 1024**2  # HF tensors dispatched to the devices whose write is not yet confirmed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,13 +86,15 @@ def open_checked(hf_dir: str | Path, served: ModelConfig) -> CheckedDirectory:
 def write_weights(state: nnx.State, checked: CheckedDirectory, only: Collection[str] | None = None) -> None:
     """Writes `checked`'s tensors (those named in `only`, if given: a delta's) into the served parameters of
     `state`, in place (their Variables take the new arrays; the old ones are donated). WeightsError at the first
-    entry that is not finite, the ones before it written."""
+    entry that is not finite (the module docstring says which others are written by then)."""
+    writes = EntryWrites(checked.directory)
     for entry in served_entries(state, checked.layouts, only):
         layout, param = entry.layout, entry.variable.get_value()
         host = checked.tensors.rows(entry.name, layout.row_offset, layout.row_offset + layout.hf_shape[0])
         updated, finite = _write_entry(param, jax.device_put(host, replicated(param.sharding)), entry.traced_index,
                                        transform=layout.transform, sharding=param.sharding)
-        entry.store(updated, finite, checked.directory)
+        writes.store(entry, updated, finite, host.nbytes)
+    writes.confirm_all()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,13 +115,37 @@ class ServedEntry:
         """The index as the write programs take it (an argument, so one program serves every entry)."""
         return tuple(np.int32(i) for i in self.index)
 
-    def store(self, updated: jax.Array, finite: jax.Array, source: Path) -> None:
-        """The parameter written by a program takes the Variable's place; WeightsError if the entry it wrote is not
-        finite."""
-        self.variable.set_value(updated)
+
+class EntryWrites:
+    """The entries a load has dispatched: each written parameter takes its Variable's place at once, and whether
+    the entry it wrote is finite is read once `IN_FLIGHT_BYTES` more have been dispatched (or at the end), so
+    the host never waits on the entry it just dispatched."""
+
+    def __init__(self, source: Path) -> None:
+        self.source = source
+        self._unconfirmed: collections.deque[tuple[ServedEntry, jax.Array, int]] = collections.deque()
+        self._unconfirmed_bytes = 0
+
+    def store(self, entry: ServedEntry, updated: jax.Array, finite: jax.Array, nbytes: int) -> None:
+        """`updated` (a program's output) becomes `entry`'s parameter; `finite` (its answer) is checked later.
+        WeightsError if an earlier entry's answer, read now, is that it is not finite."""
+        entry.variable.set_value(updated)
+        self._unconfirmed.append((entry, finite, nbytes))
+        self._unconfirmed_bytes += nbytes
+        while self._unconfirmed_bytes > IN_FLIGHT_BYTES:
+            self._confirm_oldest()
+
+    def confirm_all(self) -> None:
+        """Waits for every dispatched write; WeightsError at the first entry that is not finite."""
+        while self._unconfirmed:
+            self._confirm_oldest()
+
+    def _confirm_oldest(self) -> None:
+        entry, finite, nbytes = self._unconfirmed.popleft()
+        self._unconfirmed_bytes -= nbytes
         if not finite:
-            raise WeightsError(f"{source}: parameters hold NaN or Inf (tensor {self.name}, for "
-                               f"{path_name(self.path)}). {DIVERGED}")
+            raise WeightsError(f"{self.source}: parameters hold NaN or Inf (tensor {entry.name}, for "
+                               f"{path_name(entry.path)}). {DIVERGED}")
 
 
 def served_entries(state: nnx.State, layouts: dict[ParamPath, TensorLayout],

@@ -6,8 +6,13 @@ output buffer; a publish of the policy would hold a whole shard (gigabytes) in h
 Here a tensor costs one copy, the kernel's from the caller's array into the page cache, and the caller
 produces the next tensors meanwhile.
 
-The files are byte-identical to `save_file`'s for the same tensors and metadata: tensors ordered by dtype
-(safetensors' own order, widest first) then name, the same compact JSON header padded with spaces to 8 bytes.
+The files hold `save_file`'s bytes for the same tensors and metadata: tensors ordered by dtype (safetensors'
+own order, widest first) then name, the same compact JSON header, the same data. Only the header's padding of
+spaces differs: `save_file` pads it to 8 bytes, this to where the data starts on a `DATA_ALIGNMENT` boundary.
+Tensors whose sizes are multiples of it (every weight matrix and norm of a Qwen) then lie aligned in the file,
+and a memory-mapped one can be used where it lies: JAX's CPU client takes an aligned host array without
+copying it, which spares an in-place load on CPU a copy of every tensor. Readers parse the header as JSON, for
+which the extra spaces are whitespace.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ DTYPE_NAMES: dict[np.dtype, str] = {np.dtype(t): name for t, name in (
 DTYPE_RANK = {dtype: rank for rank, dtype in enumerate(DTYPE_NAMES)}
 NUMPY_DTYPES = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 HEADER_LENGTH_BYTES = 8  # the little-endian u64 that precedes the JSON header
+DATA_ALIGNMENT = 64  # bytes: where the data starts in the file; what JAX's CPU client needs to take it uncopied
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +67,7 @@ def file_header(specs: Iterable[TensorSpec], metadata: Mapping[str, str]) -> tup
                              "data_offsets": [start, start + spec.nbytes]}
         start += spec.nbytes
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
-    text += b" " * (-len(text) % 8)
+    text += b" " * (-(HEADER_LENGTH_BYTES + len(text)) % DATA_ALIGNMENT)
     return struct.pack("<Q", len(text)) + text, offsets
 
 

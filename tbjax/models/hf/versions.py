@@ -8,8 +8,11 @@ again) renames the old directory away before the rename; when `latest` names it,
 hard-linked copy of it, so it never names a missing directory (the old code deleted the directory `latest`
 named, and a kill before the rename left `latest` dangling until the next publish). Every publish removes
 what it replaced and what a killed one left (staging directories, old versions, copies) once `latest` names
-the new version, and, given a keep count, the versions older than the newest `keep`. The same code path as
-`tbjax.export`, so what the engines load is exactly what transformers would load.
+the new version, and, given a keep count, the versions older than the newest `keep`. Those beyond the newest
+`keep - 1` (and `latest`) go before the new version is written: engines read `latest` meanwhile, so nothing
+they may read goes sooner, the directory holds at most max(keep, 2) versions even mid-write (node memory,
+under /dev/shm) and the new files take the pages the old ones freed, which the kernel need not find anew. The
+same code path as `tbjax.export`, so what the engines load is exactly what transformers would load.
 
 Nothing is fsynced: a run resumed after a crash publishes its step again, so a publish can live in node-local
 memory (/dev/shm). With `replicas`, every process publishes the same path on its own host from the replica it
@@ -81,6 +84,8 @@ def publish_version(root: str | Path, version: int | str, write: Callable[[Path]
     if owner:
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)  # a killed publish's; `latest` never names a staging directory
+        if keep is not None and (latest := _latest_name(root)) is not None:
+            _remove_old_versions(root, max(keep - 1, 1), latest)
     if collective or owner:
         write(staging)
     if owner:

@@ -1,24 +1,44 @@
-"""The in-place safetensors writer and the export built on it: byte-identical to safetensors' own `save_file`,
-whatever the order and threads the tensors arrive in, and one compiled gather per parameter shape, not one
-per tensor."""
+"""The in-place safetensors writer and the export built on it: safetensors' own `save_file`'s header and data,
+the data aligned, whatever the order and threads the tensors arrive in, and one compiled gather per parameter
+shape, not one per tensor."""
 
 import json
 import random
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import jax
 import ml_dtypes
 import numpy as np
 import pytest
 from flax import nnx
-from safetensors.numpy import save_file
+from safetensors.numpy import load_file, save_file
 
 from tbjax.models import ModelConfig, Qwen, RuntimeConfig, from_pretrained, save_pretrained
 from tbjax.models.hf import exporter
 from tbjax.models.hf.safetensors_reader import INDEX_FILE, SINGLE_FILE
-from tbjax.models.hf.safetensors_writer import DTYPE_NAMES, SafetensorsFile, TensorSpec
+from tbjax.models.hf.safetensors_writer import (
+    DATA_ALIGNMENT,
+    DTYPE_NAMES,
+    HEADER_LENGTH_BYTES,
+    SafetensorsFile,
+    TensorSpec,
+)
 from tests.tbjax.models.support import ALL_ARCHS
 from tests.tbjax.publish_support import count_compiles
+
+
+def assert_save_files_own_but_aligned(ours: Path, theirs: Path) -> None:
+    """`ours` holds `theirs`'s header (as JSON) and data bytes, and its data starts aligned."""
+    files = []
+    for path in (ours, theirs):
+        raw = path.read_bytes()
+        length = int.from_bytes(raw[:HEADER_LENGTH_BYTES], "little")
+        files.append((HEADER_LENGTH_BYTES + length, json.loads(raw[HEADER_LENGTH_BYTES:][:length]), raw))
+    (our_start, our_header, our_raw), (their_start, their_header, their_raw) = files
+    assert our_header == their_header
+    assert our_raw[our_start:] == their_raw[their_start:]
+    assert our_start % DATA_ALIGNMENT == 0
 
 
 def random_tensors(seed: int) -> dict[str, np.ndarray]:
@@ -35,7 +55,7 @@ def random_tensors(seed: int) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_files_equal_safetensors_own_bytes_whatever_the_write_order(tmp_path, seed) -> None:
+def test_files_hold_safetensors_own_bytes_whatever_the_write_order(tmp_path, seed) -> None:
     tensors = random_tensors(seed)
     save_file(tensors, str(tmp_path / "theirs.safetensors"), metadata={"format": "pt"})
     ours = SafetensorsFile(tmp_path / "ours.safetensors", [TensorSpec(n, t.shape, t.dtype) for n, t in tensors.items()],
@@ -45,7 +65,21 @@ def test_files_equal_safetensors_own_bytes_whatever_the_write_order(tmp_path, se
     with ThreadPoolExecutor(2) as threads:  # and from two threads at once
         list(threads.map(lambda name: ours.write(name, tensors[name]), names))
     ours.close()
-    assert (tmp_path / "ours.safetensors").read_bytes() == (tmp_path / "theirs.safetensors").read_bytes()
+    assert_save_files_own_but_aligned(tmp_path / "ours.safetensors", tmp_path / "theirs.safetensors")
+
+
+def test_safetensors_own_reader_reads_the_aligned_files(tmp_path) -> None:
+    tensors = {name: values for name, values in random_tensors(0).items()
+               if values.dtype.type.__module__ == "numpy"}  # the dtypes safetensors.numpy reads
+    ours = SafetensorsFile(tmp_path / "ours.safetensors", [TensorSpec(n, t.shape, t.dtype) for n, t in tensors.items()],
+                           {"format": "pt"})
+    for name, values in tensors.items():
+        ours.write(name, values)
+    ours.close()
+    read = load_file(str(tmp_path / "ours.safetensors"))
+    assert read.keys() == tensors.keys()
+    for name, values in tensors.items():
+        np.testing.assert_array_equal(read[name], values, strict=True)
 
 
 def test_a_fused_tensor_is_written_part_by_part(tmp_path) -> None:
@@ -55,7 +89,7 @@ def test_a_fused_tensor_is_written_part_by_part(tmp_path) -> None:
     ours.write("fused", whole[4:], first_row=4)
     ours.write("fused", whole[:4])
     ours.close()
-    assert (tmp_path / "ours.safetensors").read_bytes() == (tmp_path / "theirs.safetensors").read_bytes()
+    assert_save_files_own_but_aligned(tmp_path / "ours.safetensors", tmp_path / "theirs.safetensors")
 
 
 def test_a_tensor_that_does_not_fit_its_header_is_refused(tmp_path) -> None:
@@ -70,7 +104,7 @@ def test_a_tensor_that_does_not_fit_its_header_is_refused(tmp_path) -> None:
 @pytest.mark.parametrize(("arch", "dtype"), [(arch, "bfloat16") for arch in ALL_ARCHS] + [("qwen3_5-vl", "float32")])
 def test_an_export_equals_safetensors_own_files_of_the_same_tensors(tiny_dir, tmp_path, arch, dtype) -> None:
     """Every architecture (fused Gated DeltaNet tensors, experts, a vision encoder copied unchanged) in shards
-    small enough to split it: each shard byte-identical to save_file's of the tensors it lists."""
+    small enough to split it: each shard holds save_file's header and data of the tensors it lists."""
     model = from_pretrained(tiny_dir(arch))
     out = save_pretrained(model, tmp_path / "export", dtype=dtype, max_shard_bytes=64 * 1024)
     tensors = dict(exporter.hf_tensors(model, np.dtype(jax.numpy.dtype(dtype))))
@@ -81,7 +115,7 @@ def test_an_export_equals_safetensors_own_files_of_the_same_tensors(tiny_dir, tm
         listed = {name: tensors[name] if name in tensors else source.read(name, (slice(None),))
                   for name, holder in files.items() if holder == file}
         save_file(listed, str(tmp_path / "theirs.safetensors"), metadata={"format": "pt"})
-        assert (out / file).read_bytes() == (tmp_path / "theirs.safetensors").read_bytes(), file
+        assert_save_files_own_but_aligned(out / file, tmp_path / "theirs.safetensors")
 
 
 @pytest.mark.parametrize("scan", [False, True])
