@@ -141,6 +141,8 @@ class Config(Section):
         where_tau2_runs = {"python": True, "workers": True, "user": set(RetryPolicy.model_fields)}
         absent |= {"tau2": True if builtin else where_tau2_runs}
         suite = {"suite"} if builtin else set()
+        # the synchronous loop, as before batches could be produced ahead
+        synchronous = {"max_staleness"} if not self.rollout.max_staleness else set()
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
                                                       *WATCH_SETTINGS, *SAVE_SETTINGS},
@@ -148,8 +150,8 @@ class Config(Section):
                                             "tasks": suite,
                                             "user": {"endpoint": set(RetryPolicy.model_fields)},
                                             "mesh": {"coordinator_address", "process_id"},
-                                            "rollout": {"placement", *PUBLISH_SETTINGS}, "run": True, "evaluate": True,
-                                            **absent})
+                                            "rollout": {"placement", *PUBLISH_SETTINGS, *synchronous}, "run": True,
+                                            "evaluate": True, **absent})
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def to_yaml(self) -> str:

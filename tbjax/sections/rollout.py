@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ConfigDict, PositiveInt, model_validator
+from pydantic import ConfigDict, NonNegativeInt, PositiveInt, model_validator
 from pydantic.dataclasses import dataclass
 
 from envs.chat_endpoint import ChatEndpointConfig
@@ -34,6 +34,9 @@ class RolloutSection(Section):
     # colocated: the SGLang servers share the trainer's GPUs and the two hand them over around each update
     # (tbjax.trainer.handover); disaggregated: the servers have GPUs of their own and nothing is handed over.
     placement: Literal["disaggregated", "colocated"] = "disaggregated"
+    # asynchronous GRPO (rollout.batch_producer): the next batches' episodes run while the trainer updates, none
+    # trained on more than this many weight versions after it was sampled. 0: the synchronous loop
+    max_staleness: NonNegativeInt = 0
     # sglang engine: where each step's weights (or LoRA adapters) are published for the servers to load
     # (tbjax.models.hf.versions). "": <run directory>/weights (/adapters), written by the driver, which servers
     # on other hosts read through a shared file system. A node-local directory such as /dev/shm/tbjax/{run}
@@ -70,6 +73,15 @@ class RolloutSection(Section):
     def publish_root(self, run_name: str, run_directory: Path) -> Path:
         """The directory weights are published under: publish_dir with {run} filled in, or the run's own."""
         return Path(self.publish_dir.format(run=run_name)) if self.publish_dir else run_directory
+
+    @model_validator(mode="after")
+    def _overlap_needs_devices_of_its_own(self) -> RolloutSection:
+        if self.max_staleness and self.placement == "colocated":
+            raise ValueError(f"rollout.max_staleness={self.max_staleness}: colocated servers hand the GPUs to the "
+                             "trainer for every update, so rollouts cannot run beside it; set "
+                             "rollout.placement=disaggregated (servers on GPUs of their own) or "
+                             "rollout.max_staleness=0")
+        return self
 
     @model_validator(mode="after")
     def _sglang_needs_servers(self) -> RolloutSection:

@@ -57,11 +57,15 @@ def share_batch(packed: PackedBatch | None, draws: int) -> tuple[PackedBatch | N
     return PackedBatch(arrays, float(header["denominator"]), episodes, trained), draws
 
 
-def engine_model(trainer: GRPOTrainer, params: Params) -> Qwen | None:
-    """The model the embedded engine serves: the trainer's own view with one process; with several, a
+def engine_model(trainer: GRPOTrainer, params: Params, *, copy: bool = False) -> Qwen | None:
+    """The model the embedded engine serves: the trainer's own view with one process (`copy`: a copy of its
+    arrays, for an engine that serves while the next update donates the trainer's buffers); with several, a
     single-device copy on the driver (None elsewhere). Every process must call it: the gather is collective."""
     view = trainer.model_for(params)
     if jax.process_count() == 1:
+        if copy:
+            graphdef, state = nnx.split(view)
+            return nnx.merge(graphdef, jax.tree.map(jnp.copy, state))
         return view
     trained, frozen = jax.tree.map(jnp.asarray, gather_to_every_process((params, trainer.frozen)))
     if not is_driver():

@@ -1,7 +1,14 @@
-"""The synchronous GRPO loop, one step after another: draw tasks -> run groups of episodes on the engine -> pack
-the scored groups (trainer.packing, with the objective's advantages) -> the update on the mesh -> checkpoint
--> publish the new weights to the engine -> log. A run is set up, or resumed from its directory, by
-trainer.run_setup; this module reads top-down: the run, its steps, each step's phases, the publishing.
+"""The GRPO loop, one step after another: draw tasks -> run groups of episodes on the engine -> pack the scored
+groups (trainer.packing, with the objective's advantages) -> the update on the mesh -> checkpoint -> publish
+the new weights to the engine -> log. A run is set up, or resumed from its directory, by trainer.run_setup;
+this module reads top-down: the run, its steps, each step's phases, the publishing.
+
+With rollout.max_staleness = 0 (the default) the steps are synchronous: the engines wait for the update and
+the update for the step's slowest episode. With k > 0 a producer on the driver (rollout.batch_producer) runs
+the next batches' episodes while the update runs, in a thread so that the event loop keeps serving them, and
+each refresh lands between the running episodes' turns; no episode trained on is more than k versions stale.
+The embedded engine then serves a copy of the parameters (lockstep.engine_model), which the update's donated
+buffers never are.
 
 Only process 0 drives rollouts and writes the logs; the other processes receive each step's packed batch
 from it (trainer.lockstep) and train, checkpoint and publish in lockstep. The embedded JaxEngine receives new
@@ -25,6 +32,7 @@ from typing import Any, TypeVar
 from flax import nnx
 
 from envs import Task
+from rollout.batch_producer import BatchProducer, ConsumedBatch
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import SessionOpener, derive_seed, run_episode
 from rollout.groups import Batch, GroupScheduler
@@ -68,30 +76,37 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
 async def _train(run: Run, opener: SessionOpener | None) -> Path:
     """The steps, validations and final export; `opener` is None on the processes other than the driver."""
     config = run.config
-    scheduler = None
+    scheduler = producer = None
     if is_driver():
         if run.engine is None:
             raise RuntimeError("the driver process has no rollout engine: build the run with "
                                "tbjax.trainer.run_setup.build_run")
         assert opener is not None, "run_steps gives the driver its opener"
-        scheduler = GroupScheduler(_task_stream(run), _episode_runner(run, run.engine, opener), config.groups,
-                                   first_draw=run.draws, replacement=_replacement(run))
+        batch_step = BatchStep(run)
+        scheduler = GroupScheduler(_task_stream(run), _episode_runner(run, run.engine, opener, batch_step),
+                                   config.groups, first_draw=run.draws, replacement=_replacement(run))
+        if config.rollout.max_staleness:
+            producer = _producer(run, scheduler, batch_step)
     if run.step and config.rollout.engine == "sglang":
         await _refresh(run, str(run.step))  # servers start from the base checkpoint
         await _verify_refit(run)
     run.handover.start(run)
     best = await _validate(run, opener)  # the start (step 0), or a resumed step's scoring cut short
-    while run.step < config.train.steps:
-        try:
-            metrics = await _unless_a_save_fails(run.checkpointer, run_step(run, scheduler))
-        except CheckpointWriteError:
-            if run.engine is not None:  # its worker would deliver the cancelled step's tokens to a closed loop
-                await run.engine.close()
-            raise
-        validated = await _validate(run, opener)
-        best = validated or best
-        if run.metrics is not None and metrics is not None:
-            run.metrics.write({**metrics, **validated})
+    try:
+        while run.step < config.train.steps:
+            try:
+                metrics = await _unless_a_save_fails(run.checkpointer, run_step(run, scheduler, producer))
+            except CheckpointWriteError:
+                if run.engine is not None:  # its worker would deliver the cancelled step's tokens to a closed loop
+                    await run.engine.close()
+                raise
+            validated = await _validate(run, opener)
+            best = validated or best
+            if run.metrics is not None and metrics is not None:
+                run.metrics.write({**metrics, **validated})
+    finally:
+        if producer is not None:  # a failed step leaves batches produced ahead running
+            await producer.close()
     run.checkpointer.wait()
     await run.handover.to_trainer(run)  # the export reads the state on the devices
     last = publish_weights(_policy(run), run.directory / "export", run.step, tokenizer_dir=run.model_dir)
@@ -111,18 +126,42 @@ async def _train(run: Run, opener: SessionOpener | None) -> Path:
     return export
 
 
-def _episode_runner(run: Run, engine: JaxEngine | SGLangEngine,
-                    opener: SessionOpener) -> Callable[[Task, str, int], Awaitable[Trajectory]]:
-    """The scheduler's episodes: on the driver's engine, each seeded by the run's seed, step, group and member."""
+class BatchStep:
+    """The step whose batch the scheduler is filling: the run's own step, synchronously; with a producer, the
+    batch it is producing (one at a time): what names and seeds its episodes, as the synchronous loop would."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.producing: int | None = None
+
+    @property
+    def step(self) -> int:
+        return self.run.step if self.producing is None else self.producing
+
+
+def _episode_runner(run: Run, engine: JaxEngine | SGLangEngine, opener: SessionOpener,
+                    batch_step: BatchStep) -> Callable[[Task, str, int], Awaitable[Trajectory]]:
+    """The scheduler's episodes: on the driver's engine, each seeded by the run's seed, the batch's step, the
+    group and the member."""
     config = run.config
 
     async def episode(task: Task, group_id: str, member: int) -> Trajectory:
+        step = batch_step.step
         result = await run_episode(task, engine, run.interpreter, group_id=group_id, config=config.episode,
-                                   opener=opener, session_id=f"{run.step}/{group_id}/{member}",
-                                   seed=derive_seed(config.rollout.seed, run.step, group_id, member))
+                                   opener=opener, session_id=f"{step}/{group_id}/{member}",
+                                   seed=derive_seed(config.rollout.seed, step, group_id, member))
         return result.trajectory
 
     return episode
+
+
+def _producer(run: Run, scheduler: GroupScheduler[Task], batch_step: BatchStep) -> BatchProducer[Task]:
+    """Batches from the run's step to its last, produced ahead within rollout.max_staleness."""
+    async def produce(index: int) -> Batch[Task]:
+        batch_step.producing = index
+        return await scheduler.next_batch()
+    return BatchProducer(produce, lambda: scheduler.draws, max_staleness=run.config.rollout.max_staleness,
+                         first=run.step, last=run.config.train.steps - 1, served=run.step)
 
 
 def _task_stream(run: Run) -> Iterator[Task]:
@@ -138,23 +177,44 @@ def _replacement(run: Run) -> Callable[[Task], Task] | None:
     return lambda task: run.tasks[stream.like(task.kind)]
 
 
-async def run_step(run: Run, scheduler: GroupScheduler | None) -> dict[str, Any] | None:
-    """One step: rollout -> update -> save -> publish. The driver (which holds the scheduler) returns the
-    step's record, the other processes None."""
+async def run_step(run: Run, scheduler: GroupScheduler | None,
+                   producer: BatchProducer[Task] | None = None) -> dict[str, Any] | None:
+    """One step: rollout -> update -> save -> publish. The driver (which holds the scheduler, and the producer
+    when batches are produced ahead) returns the step's record, the other processes None."""
     clock = StepClock()
+    engines_busy = producer.busy_seconds() if producer is not None else 0.0
+    consumed = None
     with clock.phase("rollout"):
-        batch = await scheduler.next_batch() if scheduler is not None else None
-    packed = _packed(run, batch, scheduler)
+        if producer is not None:
+            consumed = await producer.take(run.step)
+            batch = consumed.batch
+        else:
+            batch = await scheduler.next_batch() if scheduler is not None else None
+    packed = _packed(run, batch, scheduler, consumed)
     with clock.phase("update"):
-        update = await _update(run, packed)
+        update = await _update(run, packed, beside_rollouts=run.config.rollout.max_staleness > 0)
     run.step += 1
     with clock.phase("save"):
         _save(run)
     with clock.phase("publish"):
         refit = await _publish_step(run) if packed is not None else {}
+    if producer is not None:
+        producer.served(run.step, new_weights=packed is not None)
     if batch is None:
         return None
-    return step_record(run.step, batch, {**update, **refit}, clock.seconds)
+    record = step_record(run.step, batch, {**update, **refit}, clock.seconds)
+    if consumed is not None and producer is not None:
+        record |= _overlap_record(consumed, producer.busy_seconds() - engines_busy, sum(clock.seconds.values()))
+    return record
+
+
+def _overlap_record(consumed: ConsumedBatch[Task], engines_busy_s: float, step_s: float) -> dict[str, Any]:
+    """What a step's record adds when batches are produced ahead: the consumed episodes by staleness, the
+    groups dropped as too stale, and the fractions of the step the trainer waited for its batch and no batch
+    was being produced."""
+    return {"staleness": {str(k): n for k, n in consumed.staleness.items()}, "groups_too_stale": consumed.too_old,
+            "trainer_idle_fraction": consumed.waited_s / step_s if step_s else 0.0,
+            "engine_idle_fraction": max(0.0, 1.0 - engines_busy_s / step_s) if step_s else 0.0}
 
 
 class StepClock:
@@ -172,25 +232,36 @@ class StepClock:
             self.seconds[f"time_{name}_s"] = time.perf_counter() - start
 
 
-def _packed(run: Run, batch: Batch | None, scheduler: GroupScheduler | None) -> PackedBatch | None:
+def _packed(run: Run, batch: Batch | None, scheduler: GroupScheduler | None,
+            consumed: ConsumedBatch[Task] | None) -> PackedBatch | None:
     """The driver packs its scored groups into rows (with their advantages) and every process receives the
-    packed batch; None where no group was informative."""
+    packed batch; None where no group was informative. The draws a checkpoint records: those the consumed
+    batch left (batches produced ahead are drawn again by a resumed run)."""
     config = run.config
     packed = None if batch is None else batch_from_groups(
         [g.trajectories for g in batch.groups], config.grpo, config.train.row_len, config.train.micro_batch_rows,
         run.trainer.rows_multiple, config.groups.format_penalty)
-    packed, run.draws = share_batch(packed, scheduler.draws if scheduler is not None else run.draws)
+    draws = consumed.draws if consumed is not None else scheduler.draws if scheduler is not None else run.draws
+    packed, run.draws = share_batch(packed, draws)
     return packed
 
 
-async def _update(run: Run, packed: PackedBatch | None) -> dict[str, Any]:
+async def _update(run: Run, packed: PackedBatch | None, beside_rollouts: bool = False) -> dict[str, Any]:
     """The optimizer steps over the packed batch (the mismatch measured before them); a step without an
-    informative group skips them."""
+    informative group skips them. `beside_rollouts`: in a thread, so that the event loop serves the episodes
+    produced meanwhile."""
     if packed is None:
         log.warning("step %d: no informative group (all rewards equal everywhere): optimizer step skipped",
                     run.step + 1)
         return {"skipped": True}
     await run.handover.to_trainer(run)
+    if beside_rollouts:
+        return await asyncio.to_thread(_train_on, run, packed)
+    return _train_on(run, packed)
+
+
+def _train_on(run: Run, packed: PackedBatch) -> dict[str, Any]:
+    """The update proper: run.state takes the updated state; its metrics."""
     prepared = run.trainer.prepare(run.state.params, packed)
     mismatch = run.mismatch(run.state.params, prepared) if run.mismatch is not None else {}  # before the update
     run.state, metrics = run.trainer.update(run.state, prepared)
@@ -246,7 +317,7 @@ async def _publish(run: Run, version: str) -> None:
     the driver tells the engine."""
     rollout = run.config.rollout
     if rollout.engine == "embedded":
-        model = engine_model(run.trainer, run.state.params)
+        model = engine_model(run.trainer, run.state.params, copy=rollout.max_staleness > 0)
         if isinstance(run.engine, JaxEngine):
             await run.engine.set_state(nnx.state(model), version)
         return

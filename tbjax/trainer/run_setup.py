@@ -155,7 +155,7 @@ def _engine(config: Config, trainer: GRPOTrainer, state: TrainState, step: int,
     """The driver's rollout engine; None on the other processes (which still join the collective gather).
     SGLang's answers are checked against the policy's `vocab_size`."""
     if config.rollout.engine == "embedded":
-        model = engine_model(trainer, state.params)
+        model = engine_model(trainer, state.params, copy=config.rollout.max_staleness > 0)
         return None if model is None else embedded_engine(model, config.rollout, str(step))
     if not is_driver():
         return None

@@ -27,9 +27,9 @@ def configured(root, steps: int, **train):
     return config.model_copy(update={"train": config.train.model_copy(update=train)})
 
 
-def perturbed_engine_model(trainer, params):
+def perturbed_engine_model(trainer, params, *, copy=False):
     """What the engine gets when a weight sync goes wrong: every weight off by 0.01."""
-    return engine_model(trainer, jax.tree.map(lambda x: x + 0.01, params))
+    return engine_model(trainer, jax.tree.map(lambda x: x + 0.01, params), copy=copy)
 
 
 def run_loop(model_dir, config):
