@@ -62,6 +62,21 @@ def test_three_processes_train_checkpoint_and_resume(tiny_dir, tmp_path):
 
 
 @pytest.mark.slow
+def test_three_processes_train_with_the_next_batch_beside_the_update(tiny_dir, tmp_path):
+    """rollout.max_staleness=1 across 3 processes: the driver's next batch runs while every process updates in a
+    thread, the collectives in the same order everywhere; every host ends with the same replica, and no episode
+    trained on is more than one version stale."""
+    model_dir = tiny_dir("qwen3")
+    results = train_processes(model_dir, tmp_path, 2, "async", mode="async")
+    assert len({r["digest"] for r in results}) == 1 and {r["step"] for r in results} == {2}
+    lines = [json.loads(line) for line in (tmp_path / "resume" / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1, 2]
+    assert all(sum(line["staleness"].values()) == line["episodes"] and max(map(int, line["staleness"])) <= 1
+               for line in lines)
+    assert {r["updates"] for r in results} == {sum(line["optimizer_steps"] for line in lines if not line["skipped"])}
+
+
+@pytest.mark.slow
 def test_three_processes_train_lora_adapters_alone_and_resume_them(tiny_dir, tmp_path):
     """LoRA GRPO across 3 processes: every host holds the same adapters and moments, the bfloat16 base is the
     same bits after the updates as before on every host, and a restart restores adapters and moments exactly."""
