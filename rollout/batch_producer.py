@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 from rollout.groups import Batch, Group
+from rollout.trajectory import Trajectory
 
 T = TypeVar("T")
 
@@ -38,10 +39,15 @@ class ConsumedBatch(Generic[T]):
     """A batch as its update takes it: the groups fresh enough to train on, and what was measured."""
 
     batch: Batch[T]
+    published: tuple[int, ...]  # the versions published so far, ascending: the last is what the update starts from
     staleness: dict[int, int]  # versions stale -> consumed episodes (scored groups, kept or dropped)
     too_old: int  # groups dropped for holding an episode staler than the bound
     draws: int  # tasks drawn once this batch was complete: where a resumed run's next batch draws from
     waited_s: float  # how long the consumer waited for it
+
+    def is_stale(self, trajectory: Trajectory) -> bool:
+        """Whether a turn of `trajectory` was sampled under older weights than the update starts from."""
+        return episode_staleness(trajectory.weight_versions, self.published) > 0
 
 
 def episode_staleness(versions: list[str], published: Sequence[int]) -> int:
@@ -158,5 +164,5 @@ def _measured(batch: Batch[T], published: Sequence[int], max_staleness: int, dra
             stale.append(group)
     kept = [g for g in batch.groups if not any(g is old for old in stale)]
     counts = dataclasses.replace(batch.counts, informative=len(kept))
-    return ConsumedBatch(Batch(kept, counts, batch.scored, batch.replaced_tasks), dict(sorted(staleness.items())),
-                         len(stale), draws, waited)
+    return ConsumedBatch(Batch(kept, counts, batch.scored, batch.replaced_tasks), tuple(published),
+                         dict(sorted(staleness.items())), len(stale), draws, waited)

@@ -98,6 +98,12 @@ class Config(Section):
             raise ValueError("validation.export=best writes a new best step's weights while the servers hold the "
                              "GPUs, which rollout.placement=colocated does not support: set validation.export=last "
                              "(the scores are still recorded) or rollout.placement=disaggregated")
+        if self.rollout.max_staleness and train.mismatch_alarm is not None and \
+                train.mismatch_alarm_metric == "logprob_gap":
+            raise ValueError("train.mismatch_alarm_metric=logprob_gap is the update's gap over every trained token, "
+                             "and with rollout.max_staleness > 0 some were sampled under older weights (their gap is "
+                             "the policy's change, not a refit failure): alarm on mismatch_kl or logprob_gap_max, "
+                             "which leave those tokens out")
         if self.lora.enabled and self.rollout.publish_delta != "off":
             raise ValueError(f"rollout.publish_delta={self.rollout.publish_delta}: with LoRA each step publishes the "
                              "adapters alone, a small whole version; drop rollout.publish_delta")

@@ -22,7 +22,7 @@ from tbjax.models import Qwen
 from tbjax.models.hf.importer import abstract_model
 from tbjax.models.lora import adapters_spec, add_adapters
 from tbjax.parallel.distributed import broadcast_from_driver, gather_to_every_process, is_driver
-from tbjax.trainer.packing import FIELDS, HEAD_INDEX, PackedBatch
+from tbjax.trainer.packing import FIELDS, HEAD_INDEX, STALE, PackedBatch
 from tbjax.trainer.train_state import Params
 from tbjax.trainer.update import GRPOTrainer
 
@@ -42,14 +42,16 @@ def share_batch(packed: PackedBatch | None, draws: int) -> tuple[PackedBatch | N
     head = packed.arrays[HEAD_INDEX].shape if packed is not None else (0, 0, 0)
     counts = (packed.episodes, packed.trained_tokens) if packed is not None else (0, 0)
     header = broadcast_from_driver({
-        "ints": np.asarray([draws, packed is not None, *shape, *head, *counts], np.int32),
+        "ints": np.asarray([draws, packed is not None, *shape, *head, *counts,
+                            packed is not None and STALE in packed.arrays], np.int32),
         "denominator": np.float32(packed.denominator if packed is not None else 0.0)})
     draws, present, *rest = (int(x) for x in header["ints"])
     if not present:
         return None, draws
-    shape, head, (episodes, trained) = tuple(rest[:3]), tuple(rest[3:6]), rest[6:]
+    shape, head, (episodes, trained, stale) = tuple(rest[:3]), tuple(rest[3:6]), rest[6:]
+    fields = (*FIELDS, STALE) if stale else FIELDS
     arrays = packed.arrays if packed is not None else {
-        **{name: np.zeros(shape, np.float32 if name in FLOAT_FIELDS else np.int32) for name in FIELDS},
+        **{name: np.zeros(shape, np.float32 if name in FLOAT_FIELDS else np.int32) for name in fields},
         HEAD_INDEX: np.zeros(head, np.int32)}
     arrays = broadcast_from_driver(arrays)
     if is_driver():

@@ -240,7 +240,7 @@ def _packed(run: Run, batch: Batch | None, scheduler: GroupScheduler | None,
     config = run.config
     packed = None if batch is None else batch_from_groups(
         [g.trajectories for g in batch.groups], config.grpo, config.train.row_len, config.train.micro_batch_rows,
-        run.trainer.rows_multiple, config.groups.format_penalty)
+        run.trainer.rows_multiple, config.groups.format_penalty, consumed.is_stale if consumed is not None else None)
     draws = consumed.draws if consumed is not None else scheduler.draws if scheduler is not None else run.draws
     packed, run.draws = share_batch(packed, draws)
     return packed

@@ -5,7 +5,9 @@ log-probs under the same parameters (before its update). They should agree up to
 over training means the engine samples from something else than the policy being trained (weights that did
 not arrive, a kernel or dtype difference), which truncated importance sampling can only partly correct.
 Per step, over trained tokens (loss mask on) whose behaviour log-prob is known (a NaN one, a stop token a
-server trimmed with its log-prob, is left out):
+server trimmed with its log-prob, is left out) and, in a batch trained beside the rollouts, that were sampled
+under the weights the update starts from (packing.STALE: a stale token differs by the policy's change, which is
+no refit failure; `logprob_gap_max_stale` and `mismatch_kl_stale` report those apart):
 
 - `logprob_gap`: mean |engine - trainer|; the update's own sum (tbjax.trainer.update), no extra cost;
 - `logprob_gap_max`: max |engine - trainer|;
@@ -33,6 +35,7 @@ import jax.numpy as jnp
 
 from tbjax.sections.training import MismatchAction, MismatchMetric
 from tbjax.trainer.objective import OLD_LOGPROBS
+from tbjax.trainer.packing import STALE
 from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
 from tbjax.trainer.train_state import Params
 from tbjax.trainer.update import GRPOTrainer, PreparedBatch
@@ -45,9 +48,18 @@ class MismatchError(RuntimeError):
     """The engine-vs-trainer mismatch crossed its alarm with train.mismatch_action=fail."""
 
 
-def mismatch_sums(trainer: jax.Array, behaviour: jax.Array, mask: jax.Array) -> dict[str, jax.Array]:
-    """Per-token log-probs [...] and the loss mask -> the sums and the max the step's metrics come from."""
+def mismatch_sums(trainer: jax.Array, behaviour: jax.Array, mask: jax.Array,
+                  stale: jax.Array | None = None) -> dict[str, jax.Array]:
+    """Per-token log-probs [...] and the loss mask (and STALE, where the batch has it) -> the sums and the max the
+    step's metrics come from (`*_stale`: over the stale tokens)."""
     valid = (mask != 0) & ~jnp.isnan(behaviour)
+    if stale is None:
+        return _gap_sums(trainer, behaviour, valid)
+    fresh = _gap_sums(trainer, behaviour, valid & (stale == 0))
+    return {**fresh, **{f"{k}_stale": v for k, v in _gap_sums(trainer, behaviour, valid & (stale != 0)).items()}}
+
+
+def _gap_sums(trainer: jax.Array, behaviour: jax.Array, valid: jax.Array) -> dict[str, jax.Array]:
     log_ratio = jnp.where(valid, trainer - behaviour, 0.0)  # log p_trainer / p_engine
     return {"gap_max": jnp.max(jnp.abs(log_ratio), initial=0.0),
             "k3": jnp.sum(jnp.expm1(log_ratio) - log_ratio),  # 0 where not valid
@@ -67,27 +79,38 @@ class MismatchMeter:
         under `params`, are the trainer's side, else a forward pass gives it."""
         sums = []
         for part in batch.mini_batches:
+            stale = (STALE,) if STALE in part.arrays else ()
             if OLD_LOGPROBS in part.arrays:
-                known = batch_on_mesh(self.trainer, {k: part.arrays[k] for k in ("behaviour_logprobs", "mask")})
-                sums.append(self._compare(part.arrays[OLD_LOGPROBS], known["behaviour_logprobs"], known["mask"]))
+                known = batch_on_mesh(self.trainer, {k: part.arrays[k] for k in ("behaviour_logprobs", "mask", *stale)})
+                sums.append(self._compare(part.arrays[OLD_LOGPROBS], known["behaviour_logprobs"], known["mask"],
+                                          known.get(STALE)))
             else:
-                arrays = batch_on_mesh(self.trainer, {k: part.arrays[k] for k in MEASURED_FIELDS})
+                arrays = batch_on_mesh(self.trainer, {k: part.arrays[k] for k in (*MEASURED_FIELDS, *stale)})
                 sums.append(self._measure(params, self.trainer.frozen, arrays))
         sums = jax.device_get(sums)
-        tokens = sum(float(s["tokens"]) for s in sums)
-        return {"logprob_gap_max": max(float(s["gap_max"]) for s in sums),
-                "mismatch_kl": sum(float(s["k3"]) for s in sums) / max(tokens, 1.0)}
+        metrics = _metrics(sums, "")
+        if "tokens_stale" in sums[0]:
+            metrics |= {f"{k}_stale": v for k, v in _metrics(sums, "_stale").items()}
+        return metrics
 
     def _sums(self, params: Params, frozen: Params, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """Scans the micro-batches (one forward pass at a time, as the update does)."""
         def micro_batch(carry: dict[str, jax.Array], micro: dict[str, jax.Array]):
             logprobs = trainer_logprobs(self.trainer, params, frozen, micro, self.trainer.temperature)
-            sums = mismatch_sums(logprobs, micro["behaviour_logprobs"], micro["mask"])
-            return {"gap_max": jnp.maximum(carry["gap_max"], sums["gap_max"]), "k3": carry["k3"] + sums["k3"],
-                    "tokens": carry["tokens"] + sums["tokens"]}, None
+            sums = mismatch_sums(logprobs, micro["behaviour_logprobs"], micro["mask"], micro.get(STALE))
+            return {k: jnp.maximum(carry[k], v) if k.startswith("gap_max") else carry[k] + v
+                    for k, v in sums.items()}, None
 
-        zeros = {"gap_max": jnp.float32(0.0), "k3": jnp.float32(0.0), "tokens": jnp.float32(0.0)}
+        suffixes = ("", "_stale") if STALE in batch else ("",)
+        zeros = {f"{k}{suffix}": jnp.float32(0.0) for k in ("gap_max", "k3", "tokens") for suffix in suffixes}
         return jax.lax.scan(micro_batch, zeros, batch)[0]
+
+
+def _metrics(sums: list[dict[str, Any]], suffix: str) -> dict[str, float]:
+    """The parts' sums (those ending in `suffix`) -> the max gap and the mismatch KL over their tokens."""
+    tokens = sum(float(s[f"tokens{suffix}"]) for s in sums)
+    return {"logprob_gap_max": max(float(s[f"gap_max{suffix}"]) for s in sums),
+            "mismatch_kl": sum(float(s[f"k3{suffix}"]) for s in sums) / max(tokens, 1.0)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -24,6 +24,10 @@ FIELD_DTYPES = {name: np.dtype(np.float32 if name in ("behaviour_logprobs", "adv
                 for name in FIELDS}
 # [micro_batches, shards, head_tokens] int32: the trained positions of each shard's rows (see trained_positions)
 HEAD_INDEX = "head_index"
+# int32 like FIELDS, only in batches trained beside the rollouts (rollout.max_staleness > 0): 1 on the tokens of
+# an episode with a turn sampled under older weights than the update starts from (tbjax.trainer.mismatch
+# measures the engine-vs-trainer gap on the others, and reports these apart)
+STALE = "stale"
 
 
 @dataclasses.dataclass
@@ -62,8 +66,9 @@ def _first_fit_decreasing(lengths: Sequence[int], row_len: int) -> list[list[int
 
 def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float] | np.ndarray,
          token_weight: Sequence[float] | np.ndarray, denominator: float, row_len: int, micro_rows: int,
-         rows_multiple: int = 1) -> PackedBatch:
-    """trajectories with one advantage and one token weight each -> a PackedBatch.
+         rows_multiple: int = 1, stale: Sequence[bool] | None = None) -> PackedBatch:
+    """trajectories with one advantage and one token weight each (and, given `stale`, whether each is) -> a
+    PackedBatch (with STALE, given `stale`).
 
     Each micro-batch holds micro_rows x rows_multiple rows (rows_multiple: the data-parallel width, so a
     micro-batch splits evenly over the devices); the last is filled with empty rows (mask 0, no effect).
@@ -75,7 +80,7 @@ def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float] | np.nd
         raise PackingError(f"episode {too_long[0][0]} has {too_long[0][1]} tokens, more than a packed row "
                            f"({row_len}); raise train.row_len to at least the episode token budget")
     layout = _first_fit_decreasing(lengths, row_len)
-    arrays = _empty_rows(len(layout), micro_rows * rows_multiple, row_len)
+    arrays = _empty_rows(len(layout), micro_rows * rows_multiple, row_len, (*FIELDS, STALE) if stale else FIELDS)
     trained = 0
     for r, members in enumerate(layout):
         offset = 0
@@ -92,16 +97,19 @@ def pack(trajectories: Sequence[Trajectory], advantages: Sequence[float] | np.nd
             arrays["behaviour_logprobs"][r, predict] = t.logprobs[1:]
             arrays["advantages"][r, predict] = advantages[index]
             arrays["weights"][r, predict] = token_weight[index]
+            if stale is not None:
+                arrays[STALE][r, predict] = stale[index]
             trained += int(np.sum(t.loss_mask[1:]))
             offset += n
     shaped = _micro_batches(arrays, micro_rows * rows_multiple, rows_multiple)
     return PackedBatch(shaped, float(denominator), len(trajectories), trained)
 
 
-def _empty_rows(count: int, unit: int, row_len: int) -> dict[str, np.ndarray]:
-    """Zeroed FIELDS for `count` rows rounded up to whole micro-batches of `unit` rows (at least one)."""
+def _empty_rows(count: int, unit: int, row_len: int, names: Sequence[str] = FIELDS) -> dict[str, np.ndarray]:
+    """Zeroed `names` (FIELDS, and STALE where a batch has it) for `count` rows rounded up to whole micro-batches
+    of `unit` rows (at least one)."""
     rows = max(unit, math.ceil(count / unit) * unit)
-    return {name: np.zeros((rows, row_len), FIELD_DTYPES[name]) for name in FIELDS}
+    return {name: np.zeros((rows, row_len), FIELD_DTYPES.get(name, np.int32)) for name in names}
 
 
 def _micro_batches(arrays: dict[str, np.ndarray], unit: int, rows_multiple: int) -> dict[str, np.ndarray]:
@@ -139,14 +147,14 @@ def _repacked(batch: PackedBatch, spans: list[tuple[int, int, int]], config: GRP
               rows_multiple: int) -> PackedBatch:
     """The episodes at `spans` of `batch`, packed anew (first-fit decreasing) into a batch of their own."""
     _, unit, row_len = batch.shape
-    source = {k: batch.arrays[k].reshape(-1, row_len) for k in FIELDS}
+    source = {k: v.reshape(-1, row_len) for k, v in batch.arrays.items() if k != HEAD_INDEX}
     layout = _first_fit_decreasing([n for _, _, n in spans], row_len)
-    arrays = _empty_rows(len(layout), unit, row_len)
+    arrays = _empty_rows(len(layout), unit, row_len, tuple(source))
     for r, members in enumerate(layout):
         offset = 0
         for segment, index in enumerate(members, start=1):
             row, start, n = spans[index]
-            for name in FIELDS:
+            for name in source:
                 arrays[name][r, offset:offset + n] = source[name][row, start:start + n]
             arrays["segments"][r, offset:offset + n] = segment
             offset += n
@@ -179,14 +187,16 @@ def trained_positions(mask: np.ndarray, shards: int) -> np.ndarray:
 
 
 def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: GRPOSection, row_len: int,
-                      micro_rows: int, rows_multiple: int = 1, format_penalty: float = 0.0) -> PackedBatch | None:
-    """Scored groups -> the packed batch with advantages (from `Trajectory.score`) and weights; None when
-    every advantage is zero (all scores equal in every group): then there is nothing to learn and the
-    optimizer must not step."""
+                      micro_rows: int, rows_multiple: int = 1, format_penalty: float = 0.0,
+                      is_stale: Callable[[Trajectory], bool] | None = None) -> PackedBatch | None:
+    """Scored groups -> the packed batch with advantages (from `Trajectory.score`) and weights (and STALE, where
+    `is_stale` says which episodes are); None when every advantage is zero (all scores equal in every group):
+    then there is nothing to learn and the optimizer must not step."""
     trajectories = [t for group in groups for t in group]
     advantages = episode_advantages([[t.score(format_penalty) for t in group] for group in groups], config)
     if not np.any(advantages):
         return None
     lengths = np.asarray([sum(t.loss_mask[1:]) for t in trajectories])
     weights, denominator = token_weights(lengths, config)
-    return pack(trajectories, advantages, weights, denominator, row_len, micro_rows, rows_multiple)
+    stale = None if is_stale is None else [is_stale(t) for t in trajectories]
+    return pack(trajectories, advantages, weights, denominator, row_len, micro_rows, rows_multiple, stale)

@@ -11,14 +11,19 @@ import jax
 import numpy as np
 import pytest
 
+from tbjax.config import load_config
 from tbjax.models import from_pretrained
+from tbjax.sections.training import GRPOSection
 from tbjax.trainer.lockstep import engine_model
 from tbjax.trainer.loop import run_steps
-from tbjax.trainer.mismatch import MismatchAlarm, MismatchError, mismatch_sums
+from tbjax.trainer.mismatch import MismatchAlarm, MismatchError, MismatchMeter, mismatch_sums
+from tbjax.trainer.objective import OLD_LOGPROBS
+from tbjax.trainer.packing import STALE, batch_from_groups
 from tbjax.trainer.refit_check import RefitCheck, RefitError
 from tbjax.trainer.run_setup import build_run
-from tbjax.trainer.update import GRPOTrainer
+from tbjax.trainer.update import GRPOTrainer, PreparedBatch
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
+from tests.tbjax.trainer.support import synthetic_groups
 
 
 def configured(root, steps: int, **train):
@@ -124,3 +129,32 @@ def test_the_alarm_compares_its_metric_and_names_the_step(caplog):
     assert "step 7: engine/trainer log-prob mismatch logprob_gap_max 0.4 is over the alarm 0.3" in caplog.text
     with pytest.raises(MismatchError, match="step 8: .* logprob_gap 0.01 is over the alarm 0.005"):
         MismatchAlarm(0.005, "logprob_gap", "fail").check(metrics, 8)
+
+
+@pytest.mark.parametrize("old_logprobs", [False, True])  # the meter's own forward pass; the update's old log-probs
+def test_stale_tokens_are_measured_apart_from_the_fresh_ones(tiny_dir, old_logprobs):
+    """A batch trained beside the rollouts: its fresh episodes' behaviour log-probs are the trainer's own (a
+    perfect refit), its stale ones' 0.5 higher (sampled before the last update). The watch sees no mismatch on
+    the fresh tokens and reports the stale ones' gap apart."""
+    model = from_pretrained(tiny_dir("qwen3"))
+    trainer = GRPOTrainer(model, logprob_chunk=512)
+    state = trainer.init_state(model)
+    groups = synthetic_groups()
+    stale = {id(t) for group in groups for t in group[:2]}
+    packed = batch_from_groups(groups, GRPOSection(), 128, 1, is_stale=lambda t: id(t) in stale)
+    assert packed is not None and 0 < packed.arrays[STALE].sum() < packed.arrays["mask"].sum()
+    own = np.asarray(trainer.logprobs(state.params, packed))
+    packed.arrays["behaviour_logprobs"] = np.where(packed.arrays["mask"] != 0,
+                                                   own + 0.5 * packed.arrays[STALE], 0.0).astype(np.float32)
+    if old_logprobs:
+        packed.arrays[OLD_LOGPROBS] = own
+    metrics = MismatchMeter(trainer)(state.params, PreparedBatch([packed]))
+    assert metrics["logprob_gap_max"] < 1e-5 and metrics["mismatch_kl"] < 1e-9
+    assert metrics["logprob_gap_max_stale"] == pytest.approx(0.5, abs=1e-5)
+    assert metrics["mismatch_kl_stale"] == pytest.approx(np.expm1(-0.5) + 0.5, rel=1e-4)  # k3 at log ratio -0.5
+
+
+def test_an_alarm_on_the_updates_gap_over_every_token_is_refused_beside_the_rollouts():
+    with pytest.raises(ValueError, match="alarm on mismatch_kl or logprob_gap_max"):
+        load_config(overrides=["rollout.max_staleness=1", "train.mismatch_alarm=0.01",
+                               "train.mismatch_alarm_metric=logprob_gap"])
