@@ -138,6 +138,8 @@ class Config(Section):
         masters = {"master_dtype"} if self.optim.master_dtype == "float32" else set()
         # no format penalty: episodes are scored by their verdict, as before the setting existed
         unshaped = {"format_penalty"} if not self.groups.format_penalty else set()
+        # truncated importance sampling, as before masking was an option
+        truncated = {"tis_mode"} if self.grpo.tis_mode == "truncate" else set()
         # no validation split, or full-parameter training: as before the section existed
         absent = {"validation": True} if not self.validation.tasks else {}
         absent |= {"lora": True} if not self.lora.enabled else {}
@@ -152,7 +154,8 @@ class Config(Section):
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
                                                       *WATCH_SETTINGS, *SAVE_SETTINGS},
-                                            "optim": masters, "groups": unshaped, "warm_start": {"checkpoint_every"},
+                                            "optim": masters, "groups": unshaped, "grpo": truncated,
+                                            "warm_start": {"checkpoint_every"},
                                             "tasks": suite,
                                             "user": {"endpoint": set(RetryPolicy.model_fields)},
                                             "mesh": {"coordinator_address", "process_id"},

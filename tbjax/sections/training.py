@@ -26,6 +26,9 @@ class GRPOSection(Section):
     normalize_std: bool = True  # False: Dr. GRPO advantages (no std division)
     advantage_eps: float = 1e-6
     tis_cap: float | None = 2.0  # truncated importance sampling against rollout log-probs; None: off
+    # what a token whose importance ratio (trainer over behaviour policy) exceeds tis_cap gets: the cap
+    # ("truncate": TIS) or no weight at all ("mask": MIS, masked importance sampling; the ratio below the cap)
+    tis_mode: Literal["truncate", "mask"] = "truncate"
     kl_coef: float = 0.0  # KL to a frozen reference (the policy at the start of training); 0: off (the seed run)
     kl_estimator: KLEstimator | None = None  # with kl_coef > 0; None: k3
     norm_length: int = 8192  # seq-mean-token-sum-norm's constant
@@ -37,6 +40,9 @@ class GRPOSection(Section):
         if self.kl_estimator is not None and not self.kl_coef:
             raise ValueError(f"grpo.kl_estimator={self.kl_estimator} has no effect with grpo.kl_coef=0: set "
                              "grpo.kl_coef > 0 to penalise KL to the reference, or leave kl_estimator unset")
+        if self.tis_mode != "truncate" and self.tis_cap is None:
+            raise ValueError(f"grpo.tis_mode={self.tis_mode} acts on the ratios above grpo.tis_cap, which is unset "
+                             "(no importance weighting): set grpo.tis_cap, or drop grpo.tis_mode")
         return self
 
     @property

@@ -92,7 +92,9 @@ def policy_loss_terms(
     if config.tis_cap is not None:
         # behaviour log-probs can be NaN where a server dropped one: those tokens get weight 1
         raw = jnp.exp(jax.lax.stop_gradient(old_logprobs) - behaviour_logprobs)
-        tis = jnp.where(jnp.isnan(raw), 1.0, jnp.minimum(raw, config.tis_cap))
+        capped = jnp.minimum(raw, config.tis_cap) if config.tis_mode == "truncate" else \
+            jnp.where(raw <= config.tis_cap, raw, 0.0)
+        tis = jnp.where(jnp.isnan(raw), 1.0, capped)
         term = term * tis
     kl = jnp.zeros_like(term)
     if config.uses_reference:
