@@ -5,10 +5,11 @@ with every generate request and every tool call answered after a fixed delay, as
 sandboxes answer. Each setting trains the same steps from the same start, at a learning rate too small to
 change the policy much: the groups stay as mixed as the untrained policy's and every step updates, so what is
 timed is the loop, not how fast a tiny policy solves its tasks (a step whose groups are all equal skips its
-update and costs only its rollouts).
+update and costs only its rollouts; such steps are counted and left out of the means). Dynamic sampling gets
+one extra round at most (groups.max_extra_rounds=1), so a step's rollouts take about as long as the next one's.
 
-A step's wall time is the sum of its phases (rollout wait, update, save, publish); the median over the steps
-after the first (which compiles most programs) counts. Synchronously a step costs its rollouts R plus its
+A step's wall time is the sum of its phases (rollout wait, update, save, publish); the mean over the steps
+that updated, after the first (which compiles most programs), counts. Synchronously a step costs its rollouts R plus its
 update U; with batches produced ahead it costs about max(R, U), so the speedup can reach (R + U) / max(R, U),
 at most 2x when R = U: the ceiling printed beside the measured ratio, from the synchronous run's own R and U.
 On a cluster the engines and the trainer have devices of their own; here they share the CPU cores, so the
@@ -16,7 +17,7 @@ update slows by the episodes' own CPU work while it overlaps them (each setting'
 that keeps the ratio below its ceiling. Also printed: the fractions of each step the trainer waited for its
 batch and no batch was being produced.
 
-    python scripts/bench/async_rollout.py [--steps 8] [--generate-delay 0.4] [--tool-delay 0.4] [--max-turns 3]
+    python scripts/bench/async_rollout.py [--steps 8] [--generate-delay 1.5] [--tool-delay 1.5] [--max-turns 2]
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def train(model_dir: Path, root: Path, max_staleness: int, args: argparse.Namesp
         f"model.path={model_dir}", f"run.root={root}", f"run.name=s{max_staleness}", f"train.steps={args.steps}",
         f"optim.learning_rate={LEARNING_RATE}",
         "train.checkpoint_every=1000", "validation.tasks=0", "rollout.deterministic=false", "tasks.draw=uniform",
-        f"rollout.max_staleness={max_staleness}", f"episode.max_turns={args.max_turns}"])
+        f"rollout.max_staleness={max_staleness}", f"episode.max_turns={args.max_turns}", "groups.max_extra_rounds=1"])
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
     slow_engine(run.engine, args.generate_delay)
     asyncio.run(run_steps(run, opener=slow_tools(session_opener(config), args.tool_delay)))
@@ -92,25 +93,27 @@ def mean(records: list[dict[str, Any]], key: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--generate-delay", type=float, default=0.4, help="seconds before each generate answers")
-    parser.add_argument("--tool-delay", type=float, default=0.4, help="seconds before each tool call answers")
-    parser.add_argument("--max-turns", type=int, default=3, help="agent turns per episode (episode.max_turns)")
+    parser.add_argument("--generate-delay", type=float, default=1.5, help="seconds before each generate answers")
+    parser.add_argument("--tool-delay", type=float, default=1.5, help="seconds before each tool call answers")
+    parser.add_argument("--max-turns", type=int, default=2, help="agent turns per episode (episode.max_turns)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = make_flax_checkpoint(Path(tmp) / "policy", "qwen3-demo")
         runs = {k: train(model_dir, Path(tmp) / "runs", k, args)[1:] for k in STALENESS}
+    skipped = {k: sum(r["skipped"] for r in records) for k, records in runs.items()}
+    runs = {k: [r for r in records if not r["skipped"]] for k, records in runs.items()}
     synchronous = runs[0]
-    rollout_s = statistics.median(r["time_rollout_s"] for r in synchronous)
-    update_s = statistics.median(step_seconds(r) - r["time_rollout_s"] for r in synchronous)
-    sync_step = statistics.median(step_seconds(r) for r in synchronous)
-    print(f"tiny Qwen3 (configs/tiny-cpu.yaml), {args.steps} steps each (medians, the first left out), generate "
+    rollout_s = mean(synchronous, "time_rollout_s")
+    update_s = statistics.fmean(step_seconds(r) - r["time_rollout_s"] for r in synchronous)
+    sync_step = statistics.fmean(step_seconds(r) for r in synchronous)
+    print(f"tiny Qwen3 (configs/tiny-cpu.yaml), {args.steps} steps each (means, the first left out), generate "
           f"delay {args.generate_delay} s, tool delay {args.tool_delay} s, max_turns {args.max_turns}, "
-          f"{sum(r['skipped'] for records in runs.values() for r in records)} steps skipped")
+          f"steps skipped (no informative group; left out) by max_staleness: {skipped}")
     print(f"synchronous: {sync_step:.2f} s a step = rollouts R {rollout_s:.2f} s + update, save, publish U "
           f"{update_s:.2f} s; the ceiling of overlapping them: (R + U) / max(R, U) = "
           f"{(rollout_s + update_s) / max(rollout_s, update_s):.2f}x")
     for k, records in runs.items():
-        step = statistics.median(step_seconds(r) for r in records)
+        step = statistics.fmean(step_seconds(r) for r in records)
         staleness: dict[str, int] = {}
         for r in records:
             for age, n in r.get("staleness", {"0": r["episodes"]}).items():
