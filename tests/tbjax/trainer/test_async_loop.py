@@ -18,7 +18,7 @@ from tbjax.trainer.loop import run_steps
 from tbjax.trainer.run_setup import build_run
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 
-STEPS = 4
+STEPS = 3
 
 
 def delayed_generations(engine, seed: int) -> dict[str, list[str]]:
