@@ -149,8 +149,10 @@ class Config(Section):
         where_tau2_runs = {"python": True, "workers": True, "user": set(RetryPolicy.model_fields)}
         absent |= {"tau2": True if builtin else where_tau2_runs}
         suite = {"suite"} if builtin else set()
-        # the synchronous loop, as before batches could be produced ahead
+        # the synchronous loop, as before batches could be produced ahead (and servers flushing their caches at
+        # every refresh, as they always did)
         synchronous = {"max_staleness"} if not self.rollout.max_staleness else set()
+        synchronous |= {"swap_prefix_cache"} if self.rollout.swap_prefix_cache == "flush" else set()
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
                                                       *WATCH_SETTINGS, *SAVE_SETTINGS},

@@ -33,7 +33,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -79,6 +79,11 @@ class SGLangConfig:
     max_connections: int = 1024
     # the policy's vocabulary: an output id at or past it is a protocol error (None: ids are checked >= 0 only)
     vocab_size: int | None = None
+    # how a refresh pauses the servers: "abort" (SGLang's default: running requests end, and this client retries
+    # them after the refresh) or "retract" (running requests wait with their partial turns and continue on the
+    # new weights: what asynchronous GRPO needs, whose episodes run through every refresh)
+    pause_mode: Literal["abort", "retract"] = "abort"
+    flush_cache: bool = True  # a refresh drops the prefix cache the old weights computed (False: kept)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -241,7 +246,7 @@ class SGLangEngine:
         everywhere, then the previous one unloaded, inside one pause. A failed load leaves the previous adapter
         served and is raised; so is a failed unload, after the new adapter is served (the server keeps both)."""
         new, old = ServedAdapter(f"policy-v{version}", version), self.adapter
-        await self._on_every_server("/pause_generation", {})
+        await self._on_every_server("/pause_generation", self._pause)
         try:
             try:
                 await self._on_every_server("/load_lora_adapter", {"lora_name": new.name, "lora_path": adapter_dir})
@@ -254,11 +259,16 @@ class SGLangEngine:
         finally:
             await self._on_every_server("/continue_generation", {})
 
+    @property
+    def _pause(self) -> dict[str, str]:
+        """/pause_generation's body: SGLang's default mode (abort) sent as it always was, or the mode."""
+        return {} if self.config.pause_mode == "abort" else {"mode": self.config.pause_mode}
+
     async def _load_in_place(self, hf_dir: str, version: str) -> MissingEndpointError | None:
         """Pause, load, continue on every server; the 404 of servers without the load endpoint, if any."""
-        await self._on_every_server("/pause_generation", {})
+        await self._on_every_server("/pause_generation", self._pause)
         try:
-            update = {"model_path": hf_dir, "weight_version": version, "flush_cache": True}
+            update = {"model_path": hf_dir, "weight_version": version, "flush_cache": self.config.flush_cache}
             await self._on_every_server("/update_weights_from_disk", update)
         except MissingEndpointError as error:
             return error

@@ -37,6 +37,10 @@ class RolloutSection(Section):
     # asynchronous GRPO (rollout.batch_producer): the next batches' episodes run while the trainer updates, none
     # trained on more than this many weight versions after it was sampled. 0: the synchronous loop
     max_staleness: NonNegativeInt = 0
+    # sglang engine: what a refresh does with the servers' prefix cache, which the old weights computed: "flush"
+    # it (every later turn is prefilled anew under the new weights) or "keep" it (cheaper: later turns of a
+    # running episode attend to keys and values the old weights computed)
+    swap_prefix_cache: Literal["flush", "keep"] = "flush"
     # sglang engine: where each step's weights (or LoRA adapters) are published for the servers to load
     # (tbjax.models.hf.versions). "": <run directory>/weights (/adapters), written by the driver, which servers
     # on other hosts read through a shared file system. A node-local directory such as /dev/shm/tbjax/{run}
@@ -73,6 +77,14 @@ class RolloutSection(Section):
     def publish_root(self, run_name: str, run_directory: Path) -> Path:
         """The directory weights are published under: publish_dir with {run} filled in, or the run's own."""
         return Path(self.publish_dir.format(run=run_name)) if self.publish_dir else run_directory
+
+    @model_validator(mode="after")
+    def _cache_setting_needs_servers(self) -> RolloutSection:
+        if self.engine == "embedded" and self.swap_prefix_cache != "flush":
+            raise ValueError("rollout.swap_prefix_cache=keep: the embedded engine always forgets its cache at a "
+                             "swap (its keys and values belong to the old weights); drop it, or use "
+                             "rollout.engine=sglang")
+        return self
 
     @model_validator(mode="after")
     def _overlap_needs_devices_of_its_own(self) -> RolloutSection:

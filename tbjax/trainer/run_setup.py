@@ -159,4 +159,7 @@ def _engine(config: Config, trainer: GRPOTrainer, state: TrainState, step: int,
         return None if model is None else embedded_engine(model, config.rollout, str(step))
     if not is_driver():
         return None
-    return SGLangEngine.from_urls(config.rollout.sglang_urls, weight_version=str(step), vocab_size=vocab_size)
+    rollout = config.rollout
+    return SGLangEngine.from_urls(rollout.sglang_urls, weight_version=str(step), vocab_size=vocab_size,
+                                  pause_mode="retract" if rollout.max_staleness else "abort",
+                                  flush_cache=rollout.swap_prefix_cache == "flush")

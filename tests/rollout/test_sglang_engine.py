@@ -152,6 +152,17 @@ def test_weight_refresh_pauses_all_then_loads_all_then_continues_all(servers, mo
     assert generation.weight_version == "3"
 
 
+def test_a_refresh_beside_running_episodes_retracts_them_and_may_keep_the_cache(servers, models):
+    """Asynchronous GRPO's refresh: running requests are retracted (their partial turns kept) rather than
+    aborted, and with flush_cache off the servers keep their prefix cache."""
+    run(servers, lambda e: e.update_weights("/ckpt/weights/v5", "5"), pause_mode="retract", flush_cache=False)
+    for model in models:
+        sent = {path: body for _, path, body in model.events}
+        assert sent["/pause_generation"] == {"mode": "retract"}
+        assert sent["/update_weights_from_disk"] == {"model_path": "/ckpt/weights/v5", "weight_version": "5",
+                                                     "flush_cache": False}
+
+
 def test_failed_load_still_continues_generation_and_names_the_server(servers, models):
     models[1].reset(update_ok=False)
     problem = f"{servers[1].url}/update_weights_from_disk could not load /bad \\(HTTP 400\\): 'cannot load /bad'"

@@ -66,6 +66,11 @@ def test_batches_ahead_stay_within_the_bound_while_the_update_runs_beside_them(t
     assert any(int(age) > 0 for record in records for age in record["staleness"])
 
 
+def test_keeping_the_cache_is_refused_where_the_engine_cannot() -> None:
+    with pytest.raises(ValueError, match="the embedded engine always forgets its cache at a swap"):
+        load_config(overrides=["rollout.swap_prefix_cache=keep"])
+
+
 def test_colocated_servers_cannot_overlap_the_update() -> None:
     with pytest.raises(ValueError, match="rollout.placement=disaggregated"):
         load_config(overrides=["rollout.engine=sglang", "rollout.sglang_urls=[http://127.0.0.1:1]",
