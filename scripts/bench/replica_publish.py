@@ -81,6 +81,8 @@ def run_job(model_dir: Path, root: Path, rounds: int, out: Path, devices: int, t
     """Runs the 3 workers and returns process 0's record; a failing worker raises with its log."""
     import portpicker
 
+    from tbjax.parallel.local_job import wait_together
+
     port = portpicker.pick_unused_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu",
            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
@@ -89,17 +91,8 @@ def run_job(model_dir: Path, root: Path, rounds: int, out: Path, devices: int, t
     workers = [subprocess.Popen([sys.executable, __file__, "--worker", str(port), str(i), str(devices), str(model_dir),
                                  str(root), str(rounds), str(out)], env=env, cwd=REPO, stdout=logs[i].open("w"),
                                 stderr=subprocess.STDOUT) for i in range(PROCESSES)]
-    deadline = time.monotonic() + timeout_s
-    try:
-        while any(w.poll() is None for w in workers) and all(w.returncode in (None, 0) for w in workers):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the publish workers ran past {timeout_s} s; logs in {root}")
-            time.sleep(0.2)
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
-                w.wait()
+    if not wait_together(workers, timeout_s):
+        raise TimeoutError(f"the publish workers ran past {timeout_s} s; logs in {root}")
     for i, w in enumerate(workers):
         if w.returncode != 0:
             raise RuntimeError(f"publish worker {i} failed:\n{logs[i].read_text()[-4000:]}")

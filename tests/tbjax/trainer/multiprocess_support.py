@@ -3,11 +3,12 @@
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import portpicker
+
+from tbjax.parallel.local_job import wait_together
 
 REPO = Path(__file__).resolve().parents[3]
 PROCESSES = 3
@@ -23,17 +24,11 @@ def run_processes(script: Path, args: Callable[[int], list[str]], logs: Path, ti
     files = [(logs / f"process{i}.log").open("w") for i in range(PROCESSES)]
     workers = [subprocess.Popen([sys.executable, str(script), str(port), str(i), *args(i)], env=env, cwd=REPO,
                                 stdout=files[i], stderr=subprocess.STDOUT) for i in range(PROCESSES)]
-    deadline = time.monotonic() + timeout_s
     try:
-        while any(w.poll() is None for w in workers) and all(w.returncode in (None, 0) for w in workers):
-            assert time.monotonic() < deadline, f"processes still running after {timeout_s} s; logs in {logs}"
-            time.sleep(0.5)
+        in_time = wait_together(workers, timeout_s, poll_s=0.5)
     finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
         for file in files:
             file.close()
+    assert in_time, f"processes still running after {timeout_s} s; logs in {logs}"
     for i, worker in enumerate(workers):
         assert worker.returncode == 0, f"process {i} failed:\n{(logs / f'process{i}.log').read_text()[-4000:]}"
