@@ -14,6 +14,18 @@ may land between turns, and later turns are only fresher). With `max_staleness` 
 - At consumption every group is measured: one holding an episode staler than k (none, when the engine
   recorded every turn's version as served) is dropped and counted, never trained on.
 
+Which weights sample a batch depends on the mode:
+
+- eager: every refresh reaches the engines as soon as it is published, between the running episodes' turns
+  (the freshest weights; which turn saw which version depends on timing). A resumed run samples again, under
+  the restored weights, the batches in flight when its checkpoint was written (`in_flight`, kept in the
+  checkpoint; the consumed batch says it was `replayed`).
+- exact (`pinned`): batch i is sampled wholly under the weights of step `pinned(i)`; the loop hands each
+  update's refresh over as a `Landing`, which lands only when a batch needs it, between batches. With
+  `pinned(i)` = i - k, or the latest checkpoint (or validation) step at or before i where that is newer,
+  nothing is in flight at a checkpoint and no result depends on timing: a resumed run repeats the
+  uninterrupted one bit for bit (with a deterministic engine), at the cost of draining at those steps.
+
 The producer also keeps what the step's accounting needs: how long the consumer waited for its batch (the
 trainer idle) and how long no batch was being produced (the engines idle, as far as training goes).
 """
@@ -25,13 +37,14 @@ import bisect
 import collections
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Generic, TypeVar
 
 from rollout.groups import Batch, Group
 from rollout.trajectory import Trajectory
 
 T = TypeVar("T")
+Landing = Callable[[], Awaitable[dict[str, float]]]  # makes the engines serve a published version; what it measured
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +57,7 @@ class ConsumedBatch(Generic[T]):
     too_old: int  # groups dropped for holding an episode staler than the bound
     draws: int  # tasks drawn once this batch was complete: where a resumed run's next batch draws from
     waited_s: float  # how long the consumer waited for it
+    replayed: bool = False  # in flight when the checkpoint this run resumed from was written: sampled again
 
     def is_stale(self, trajectory: Trajectory) -> bool:
         """Whether a turn of `trajectory` was sampled under older weights than the update starts from."""
@@ -67,35 +81,70 @@ def episode_staleness(versions: list[str], published: Sequence[int]) -> int:
 class BatchProducer(Generic[T]):
     """Produces batches `first` .. `last` with `produce(index)` under the staleness rule of the module
     docstring, each as soon as the rule allows (also while the consumer updates). The consumer calls
-    `take(index)` for each in order and `served(version)` after each refresh; `close()` cancels what is still
-    running. `draws()` tells how many tasks the producer's scheduler has drawn so far."""
+    `take(index)` for each in order and `updated(step)` after each update; `close()` cancels what is still
+    running. `draws()` tells how many tasks the producer's scheduler has drawn so far. With `pinned` (exact
+    mode) batch i is sampled under step `pinned(i)`'s weights, which must be at most i and never decrease.
+    `replaying`: the batches a resumed run samples again (in flight at its checkpoint)."""
 
     def __init__(self, produce: Callable[[int], Awaitable[Batch[T]]], draws: Callable[[], int], *,
-                 max_staleness: int, first: int, last: int, served: int) -> None:
+                 max_staleness: int, first: int, last: int, served: int,
+                 pinned: Callable[[int], int] | None = None, replaying: Collection[int] = ()) -> None:
         if max_staleness < 0:
             raise ValueError(f"max_staleness={max_staleness}: give 0 (synchronous) or more")
         self._produce = produce
         self._draws = draws
         self.max_staleness = max_staleness
+        self._pinned = pinned
+        self._replaying = frozenset(replaying)
         self._next = first  # the next batch to start
         self._to_take = first  # the next batch the consumer takes
         self._last = last
-        self._served = served
+        self._updated = served  # the newest step whose update is done
+        self._served = served  # the step whose weights the engines serve
         self._published = [served]  # the versions published since the start (ascending), the served one last
+        self._landings: list[tuple[int, Landing]] = []  # exact mode: published, not yet served, ascending
+        self._landing = asyncio.Lock()  # one landing at a time, in order
+        self._landed: dict[str, float] = {}  # what the landings since the last `landed()` measured
         self._tasks: dict[int, asyncio.Task[Batch[T]]] = {}  # started, not yet taken
         self._running: int | None = None  # the batch being produced
+        self._first_draws: dict[int, int] = {}  # index -> tasks drawn before it started (started, not taken)
         self._draws_after: dict[int, int] = {}  # index -> tasks drawn once it was complete
         self._busy_s = 0.0  # seconds during which a batch was being produced
         self._busy_since = 0.0
         self.start_versions: dict[int, int] = {}  # index -> the version served when it started
 
-    def served(self, step: int, *, new_weights: bool = True) -> None:
-        """The engines now serve step `step`'s weights (`new_weights`: published as version `step`; False: the
-        step skipped its update and the version served before names them): a batch that waited may start."""
-        self._served = step
+    def updated(self, step: int, *, new_weights: bool = True, landing: Landing | None = None) -> None:
+        """Step `step`'s update is done (`new_weights`: published as version `step`; False: the step skipped
+        its update and the version before names its weights). Eager: the engines already serve them. Exact:
+        `landing` makes them do so, when a batch needs them. A batch that waited may start."""
+        if (landing is not None) != (self._pinned is not None and new_weights):
+            raise ValueError("a Landing comes with each new version in exact mode (pinned), and only then")
+        self._updated = step
         if new_weights:
             self._published.append(step)
+        if landing is not None:
+            self._landings.append((step, landing))
+        elif self._pinned is None:
+            self._served = step
         self._start_next()
+
+    async def serve(self, step: int) -> None:
+        """Exact mode: the engines serve step `step`'s weights before this returns (the loop's validation scores
+        them); refused while a batch pinned to older weights is being produced."""
+        if self._running is not None and self._pin(self._running) < step:
+            raise RuntimeError(f"step {step}'s weights cannot land while batch {self._running} is sampled under "
+                               f"step {self._pin(self._running)}'s")
+        await self._land(step)
+
+    def landed(self) -> dict[str, float]:
+        """What the landings since the last call measured (the newest one's)."""
+        measured, self._landed = self._landed, {}
+        return measured
+
+    def in_flight(self) -> dict[int, int]:
+        """The batches started and not yet taken, each with the tasks drawn before it started (what a
+        checkpoint keeps)."""
+        return {index: self._first_draws[index] for index in sorted(self._tasks)}
 
     async def take(self, index: int) -> ConsumedBatch[T]:
         """Batch `index`, once produced, its groups measured against the version served now, which the update
@@ -104,15 +153,16 @@ class BatchProducer(Generic[T]):
             raise ValueError(f"batch {index} taken out of order: the next to take is {self._to_take}")
         self._start_next()
         if index not in self._tasks:
-            raise RuntimeError(f"batch {index} cannot start: step {self._served}'s weights are served and it needs "
-                               f"step {index - self.max_staleness}'s; refresh the engines before taking it")
+            raise RuntimeError(f"batch {index} cannot start: step {self._updated}'s update is done and it needs "
+                               f"step {self._needs(index)}'s weights; update the engines before taking it")
         start = time.perf_counter()
         batch = await self._tasks[index]  # a failed production (a bug, or infrastructure given up on) raises
         waited = time.perf_counter() - start
-        del self._tasks[index]
+        del self._tasks[index], self._first_draws[index]
         self._to_take += 1
         self._start_next()
-        return _measured(batch, self._published, self.max_staleness, self._draws_after.pop(index), waited)
+        consumed = _measured(batch, self._published, self.max_staleness, self._draws_after.pop(index), waited)
+        return dataclasses.replace(consumed, replayed=index in self._replaying)
 
     def busy_seconds(self) -> float:
         """Seconds during which a batch was being produced, so far."""
@@ -126,17 +176,42 @@ class BatchProducer(Generic[T]):
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
         self._tasks.clear()
 
+    def _pin(self, index: int) -> int:
+        assert self._pinned is not None
+        pinned = self._pinned(index)
+        if pinned > index:
+            raise ValueError(f"batch {index} pinned to step {pinned}'s weights, which it trains to produce")
+        return pinned
+
+    def _needs(self, index: int) -> int:
+        """The step whose update must be done before batch `index` starts."""
+        return self._pin(index) if self._pinned is not None else index - self.max_staleness
+
     def _start_next(self) -> None:
-        """Starts the next batch if none is being produced, one is left and its version is served."""
+        """Starts the next batch if none is being produced, one is left and the weights it needs exist."""
         self._settle()
-        if self._running is not None or self._next > self._last or self._served < self._next - self.max_staleness:
+        if self._running is not None or self._next > self._last or self._updated < self._needs(self._next):
             return
         index = self._next
-        self.start_versions[index] = self._served
         self._running, self._busy_since = index, time.perf_counter()
-        self._tasks[index] = asyncio.ensure_future(self._produce(index))
+        self._first_draws[index] = self._draws()
+        self._tasks[index] = asyncio.ensure_future(self._production(index))
         self._tasks[index].add_done_callback(lambda _: self._start_next())
         self._next += 1
+
+    async def _production(self, index: int) -> Batch[T]:
+        if self._pinned is not None:
+            await self._land(self._pin(index))
+        self.start_versions[index] = self._served
+        return await self._produce(index)
+
+    async def _land(self, step: int) -> None:
+        """Lands the published versions up to step `step`'s, in order (a delta applies to the one before)."""
+        async with self._landing:
+            while self._landings and self._landings[0][0] <= step:
+                _, landing = self._landings.pop(0)
+                self._landed = await landing()
+            self._served = max(self._served, step)
 
     def _settle(self) -> None:
         """Records the production that finished, once: the draws it left (before the next batch draws more)."""

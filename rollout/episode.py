@@ -137,7 +137,8 @@ class Episode:
         self.seed = seed  # None: the engine's own randomness; else each turn's sampling seed derives from it
         self.sequence = TokenSequence()
         self.versions: list[str] = []
-        self.turns = self.prompt_tokens = 0
+        self.turns = self.prompt_tokens = self.reprefilled_tokens = 0
+        self._last_context = 0  # tokens in the sequence after the last turn was sampled
         self.malformed: Counter[MalformedKind] = Counter()
         self.last_reply: str | None = None
         self.timer = _Timer()
@@ -164,7 +165,11 @@ class Episode:
             cap = min(self.config.max_tokens_per_turn, remaining)
             generation = await self.timer.measure("engine", self.clock.generate(self.engine.generate(
                 self.sequence.token_ids, self._sampling(cap), session_id=self.session_id)), "engine")
+            if self.versions and generation.weight_version != self.versions[-1]:  # a refresh since the last turn:
+                cacheable = self._last_context  # what the last call's prompt and completion left in the cache
+                self.reprefilled_tokens += max(0, cacheable - generation.cached_tokens)
             self.sequence.add_sampled(generation.output_ids, generation.logprobs)
+            self._last_context = len(self.sequence.token_ids)
             self.versions.append(generation.weight_version)
             self.turns += 1
             turn = self.interp.interpret(generation.output_ids, tools)
@@ -212,6 +217,7 @@ class Episode:
             loss_mask=list(self.sequence.loss_mask), logprobs=list(self.sequence.logprobs),
             weight_versions=self.versions, reward=reward, termination=termination, system_error=error,
             prompt_tokens=self.prompt_tokens, completion_tokens=sampled, turns=self.turns,
+            reprefilled_tokens=self.reprefilled_tokens,
             malformed=dict(self.malformed), timings=dict(self.timer.seconds))
 
     async def run(self, opener: SessionOpener) -> EpisodeResult:

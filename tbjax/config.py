@@ -151,11 +151,14 @@ class Config(Section):
         suite = {"suite"} if builtin else set()
         # the synchronous loop, as before batches could be produced ahead (and servers flushing their caches at
         # every refresh, as they always did)
-        synchronous = {"max_staleness"} if not self.rollout.max_staleness else set()
+        synchronous = {"max_staleness", "async_mode"} if not self.rollout.max_staleness else set()
         synchronous |= {"swap_prefix_cache"} if self.rollout.swap_prefix_cache == "flush" else set()
+        # where exact asynchronous runs drain (at checkpoints) is what they compute
+        saves = SAVE_SETTINGS if "async_mode" in synchronous or self.rollout.async_mode != "exact" else \
+            tuple(s for s in SAVE_SETTINGS if s != "checkpoint_every")
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
-                                                      *WATCH_SETTINGS, *SAVE_SETTINGS},
+                                                      *WATCH_SETTINGS, *saves},
                                             "optim": masters, "groups": unshaped, "grpo": truncated,
                                             "warm_start": {"checkpoint_every"},
                                             "tasks": suite,

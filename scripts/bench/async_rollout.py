@@ -15,9 +15,12 @@ at most 2x when R = U: the ceiling printed beside the measured ratio, from the s
 On a cluster the engines and the trainer have devices of their own; here they share the CPU cores, so the
 update slows by the episodes' own CPU work while it overlaps them (each setting's phases are printed), and
 that keeps the ratio below its ceiling. Also printed: the fractions of each step the trainer waited for its
-batch and no batch was being produced.
+batch and no batch was being produced. `--async-mode` (rollout.async_mode) picks when refreshes reach the
+batches produced ahead: exact (the default; nothing drains here, as no checkpoint or validation falls inside
+the timed steps) or eager.
 
     python scripts/bench/async_rollout.py [--steps 8] [--generate-delay 1.5] [--tool-delay 1.5] [--max-turns 2]
+                                          [--async-mode exact]
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ def train(model_dir: Path, root: Path, max_staleness: int, args: argparse.Namesp
         f"model.path={model_dir}", f"run.root={root}", f"run.name=s{max_staleness}", f"train.steps={args.steps}",
         f"optim.learning_rate={LEARNING_RATE}",
         "train.checkpoint_every=1000", "validation.tasks=0", "rollout.deterministic=false", "tasks.draw=uniform",
-        f"rollout.max_staleness={max_staleness}", f"episode.max_turns={args.max_turns}", "groups.max_extra_rounds=1"])
+        f"rollout.max_staleness={max_staleness}", f"episode.max_turns={args.max_turns}", "groups.max_extra_rounds=1",
+        *([f"rollout.async_mode={args.async_mode}"] if max_staleness else [])])
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
     slow_engine(run.engine, args.generate_delay)
     asyncio.run(run_steps(run, opener=slow_tools(session_opener(config), args.tool_delay)))
@@ -96,6 +100,8 @@ def main() -> None:
     parser.add_argument("--generate-delay", type=float, default=1.5, help="seconds before each generate answers")
     parser.add_argument("--tool-delay", type=float, default=1.5, help="seconds before each tool call answers")
     parser.add_argument("--max-turns", type=int, default=2, help="agent turns per episode (episode.max_turns)")
+    parser.add_argument("--async-mode", choices=("exact", "eager"), default="exact",
+                        help="rollout.async_mode of the runs with max_staleness > 0")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = make_flax_checkpoint(Path(tmp) / "policy", "qwen3-demo")
@@ -107,7 +113,8 @@ def main() -> None:
     update_s = statistics.fmean(step_seconds(r) - r["time_rollout_s"] for r in synchronous)
     sync_step = statistics.fmean(step_seconds(r) for r in synchronous)
     print(f"tiny Qwen3 (configs/tiny-cpu.yaml), {args.steps} steps each (means, the first left out), generate "
-          f"delay {args.generate_delay} s, tool delay {args.tool_delay} s, max_turns {args.max_turns}, "
+          f"delay {args.generate_delay} s, tool delay {args.tool_delay} s, max_turns {args.max_turns}, async_mode "
+          f"{args.async_mode}, "
           f"steps skipped (no informative group; left out) by max_staleness: {skipped}")
     print(f"synchronous: {sync_step:.2f} s a step = rollouts R {rollout_s:.2f} s + update, save, publish U "
           f"{update_s:.2f} s; the ceiling of overlapping them: (R + U) / max(R, U) = "
@@ -122,7 +129,8 @@ def main() -> None:
         print(f"max_staleness={k}: {3600 / step:7.0f} steps/hour, {sync_step / step:.2f}x the synchronous loop's; "
               f"trainer idle {mean(records, 'trainer_idle_fraction'):.2f}, engines idle "
               f"{mean(records, 'engine_idle_fraction'):.2f} of a step; a step's phases: {phases}; episodes by "
-              f"staleness {staleness}")
+              f"staleness {staleness}; prompt tokens prefilled again after a refresh, a step: "
+              f"{mean(records, 'tokens_reprefilled'):.0f}")
 
 
 if __name__ == "__main__":

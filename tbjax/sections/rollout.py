@@ -37,6 +37,13 @@ class RolloutSection(Section):
     # asynchronous GRPO (rollout.batch_producer): the next batches' episodes run while the trainer updates, none
     # trained on more than this many weight versions after it was sampled. 0: the synchronous loop
     max_staleness: NonNegativeInt = 0
+    # with max_staleness > 0, which weights sample a batch. "exact": each batch wholly under the weights of
+    # max_staleness steps before (of the latest checkpoint or validation step, where that is newer): refreshes
+    # land between batches and the pipeline drains at those steps, so a run, and a resumed run, repeat bit for
+    # bit. "eager": every refresh reaches the engines at once, running episodes continue on it at their next
+    # turn (fresher, no drains; which turn saw which version depends on timing), and a resumed run samples the
+    # batches in flight at its checkpoint again, under the restored weights
+    async_mode: Literal["exact", "eager"] = "exact"
     # sglang engine: what a refresh does with the servers' prefix cache, which the old weights computed: "flush"
     # it (every later turn is prefilled anew under the new weights) or "keep" it (cheaper: later turns of a
     # running episode attend to keys and values the old weights computed)
@@ -84,6 +91,20 @@ class RolloutSection(Section):
             raise ValueError("rollout.swap_prefix_cache=keep: the embedded engine always forgets its cache at a "
                              "swap (its keys and values belong to the old weights); drop it, or use "
                              "rollout.engine=sglang")
+        return self
+
+    @model_validator(mode="after")
+    def _async_mode_needs_overlap(self) -> RolloutSection:
+        if self.async_mode != "exact" and not self.max_staleness:
+            raise ValueError(f"rollout.async_mode={self.async_mode} says when refreshes reach batches produced "
+                             "ahead, and rollout.max_staleness=0 produces none: set rollout.max_staleness >= 1, "
+                             "or drop rollout.async_mode")
+        if self.max_staleness and self.async_mode == "exact" and self.engine == "sglang" \
+                and self.publish_keep <= self.max_staleness:
+            raise ValueError(f"rollout.publish_keep={self.publish_keep}: with rollout.async_mode=exact the servers "
+                             f"load a version up to max_staleness={self.max_staleness} steps after it was "
+                             f"published, so it must still be there; set rollout.publish_keep >= "
+                             f"{self.max_staleness + 1}")
         return self
 
     @model_validator(mode="after")

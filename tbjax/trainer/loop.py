@@ -6,9 +6,10 @@ this module reads top-down: the run, its steps, each step's phases, the publishi
 With rollout.max_staleness = 0 (the default) the steps are synchronous: the engines wait for the update and
 the update for the step's slowest episode. With k > 0 a producer on the driver (rollout.batch_producer) runs
 the next batches' episodes while the update runs, in a thread so that the event loop keeps serving them, and
-each refresh lands between the running episodes' turns; no episode trained on is more than k versions stale.
-The embedded engine then serves a copy of the parameters (lockstep.engine_model), which the update's donated
-buffers never are.
+no episode trained on is more than k versions stale. Each refresh lands between batches, every batch sampled
+under one version (rollout.async_mode=exact: repeatable bit for bit, resumes included), or at once, between the
+running episodes' turns (eager). The embedded engine then serves a copy of the parameters
+(lockstep.engine_model), which the update's donated buffers never are.
 
 Only process 0 drives rollouts and writes the logs; the other processes receive each step's packed batch
 from it (trainer.lockstep) and train, checkpoint and publish in lockstep. The embedded JaxEngine receives new
@@ -32,7 +33,7 @@ from typing import Any, TypeVar
 from flax import nnx
 
 from envs import Task
-from rollout.batch_producer import BatchProducer, ConsumedBatch
+from rollout.batch_producer import BatchProducer, ConsumedBatch, Landing
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import SessionOpener, derive_seed, run_episode
 from rollout.groups import Batch, GroupScheduler
@@ -47,6 +48,7 @@ from tbjax.trainer.checkpoint import Checkpointer, CheckpointWriteError
 from tbjax.trainer.lockstep import engine_model, share_batch
 from tbjax.trainer.metrics_log import console
 from tbjax.trainer.packing import PackedBatch, batch_from_groups
+from tbjax.trainer.refit_check import Expected
 from tbjax.trainer.run_setup import VALIDATED, Run, build_run, task_manifest_hash
 from tbjax.trainer.suite_setup import configured_opener
 from tbjax.trainer.task_stream import ByKindStream
@@ -156,12 +158,32 @@ def _episode_runner(run: Run, engine: JaxEngine | SGLangEngine, opener: SessionO
 
 
 def _producer(run: Run, scheduler: GroupScheduler[Task], batch_step: BatchStep) -> BatchProducer[Task]:
-    """Batches from the run's step to its last, produced ahead within rollout.max_staleness."""
+    """Batches from the run's step to its last, produced ahead within rollout.max_staleness; in exact mode each
+    pinned to the weights `_pinned_step` names."""
     async def produce(index: int) -> Batch[Task]:
         batch_step.producing = index
         return await scheduler.next_batch()
+    exact = run.config.rollout.async_mode == "exact"
     return BatchProducer(produce, lambda: scheduler.draws, max_staleness=run.config.rollout.max_staleness,
-                         first=run.step, last=run.config.train.steps - 1, served=run.step)
+                         first=run.step, last=run.config.train.steps - 1, served=run.step,
+                         pinned=functools.partial(_pinned_step, run, run.step) if exact else None,
+                         replaying=run.in_flight_at_resume)
+
+
+def _pinned_step(run: Run, first: int, index: int) -> int:
+    """Exact mode: the step whose weights sample batch `index` (of a run started at step `first`): max_staleness
+    steps before, or the latest drain point (the start, a checkpoint, a validation) where that is newer. A run
+    resumed from a checkpoint then samples every batch under the weights the uninterrupted run did."""
+    lag = max(first, index - run.config.rollout.max_staleness)
+    return max([step for step in range(lag + 1, index + 1) if _drains(run, step)], default=lag)
+
+
+def _drains(run: Run, step: int) -> bool:
+    """Whether exact mode drains at `step`: no batch is in flight when its checkpoint is written, and its
+    validation scores step `step`'s weights."""
+    final = step == run.config.train.steps
+    validation = run.validation is not None and run.validation.due(step, final)
+    return run.checkpointer.due(step, final) or validation
 
 
 def _task_stream(run: Run) -> Iterator[Task]:
@@ -195,11 +217,9 @@ async def run_step(run: Run, scheduler: GroupScheduler | None,
         update = await _update(run, packed, beside_rollouts=run.config.rollout.max_staleness > 0)
     run.step += 1
     with clock.phase("save"):
-        _save(run)
+        _save(run, producer)
     with clock.phase("publish"):
-        refit = await _publish_step(run) if packed is not None else {}
-    if producer is not None:
-        producer.served(run.step, new_weights=packed is not None)
+        refit = await _publish_step(run, producer, new_weights=packed is not None)
     if batch is None:
         return None
     record = step_record(run.step, batch, {**update, **refit}, clock.seconds)
@@ -210,9 +230,13 @@ async def run_step(run: Run, scheduler: GroupScheduler | None,
 
 def _overlap_record(consumed: ConsumedBatch[Task], engines_busy_s: float, step_s: float) -> dict[str, Any]:
     """What a step's record adds when batches are produced ahead: the consumed episodes by staleness, the
-    groups dropped as too stale, and the fractions of the step the trainer waited for its batch and no batch
-    was being produced."""
+    groups dropped as too stale, the prompt tokens prefilled again because a refresh emptied the cache that
+    held them, the groups sampled again after a resume, and the fractions of the step the trainer waited for
+    its batch and no batch was being produced."""
+    episodes = [t for g in consumed.batch.scored for t in g.trajectories]
     return {"staleness": {str(k): n for k, n in consumed.staleness.items()}, "groups_too_stale": consumed.too_old,
+            "tokens_reprefilled": sum(t.reprefilled_tokens for t in episodes),
+            "groups_replayed": len(consumed.batch.scored) if consumed.replayed else 0,
             "trainer_idle_fraction": consumed.waited_s / step_s if step_s else 0.0,
             "engine_idle_fraction": max(0.0, 1.0 - engines_busy_s / step_s) if step_s else 0.0}
 
@@ -271,20 +295,42 @@ def _train_on(run: Run, packed: PackedBatch) -> dict[str, Any]:
     return update
 
 
-def _save(run: Run) -> None:
-    """A checkpoint where one is due, with what a resume checks and restores beside the state."""
+def _save(run: Run, producer: BatchProducer[Task] | None) -> None:
+    """A checkpoint where one is due, with what a resume checks and restores beside the state (and the
+    batches produced ahead that are in flight, with the draws each started from: a resumed run samples them
+    again)."""
     config = run.config
     if run.checkpointer.due(run.step, run.step == config.train.steps):
+        in_flight = {"in_flight": {str(i): d for i, d in producer.in_flight().items()}} if producer else {}
         run.checkpointer.save(run.step, run.state, run.iterator.get_state(), {
             "fingerprint": config.fingerprint(), "tasks": task_manifest_hash(run.tasks), "seed": config.rollout.seed,
-            "draws": run.draws, **({"lora": config.lora.spec().to_record()} if config.lora.enabled else {})})
+            "draws": run.draws, **in_flight,
+            **({"lora": config.lora.spec().to_record()} if config.lora.enabled else {})})
 
 
-async def _publish_step(run: Run) -> dict[str, float]:
-    """The engines get the updated weights (the GPUs handed back to them first where colocated); the refit
-    probe's metrics once colocated servers have their KV cache back."""
-    await run.handover.to_engines(run, functools.partial(_refresh, run, str(run.step)))
-    return await _verify_refit(run)
+async def _publish_step(run: Run, producer: BatchProducer[Task] | None, new_weights: bool) -> dict[str, float]:
+    """The engines get the updated weights, if the step made any (the GPUs handed back to them first where
+    colocated); the refit probe's metrics once colocated servers have their KV cache back. In exact mode the
+    driver's producer lands them when a batch needs them (at once where the run drains: its validation scores
+    them); the metrics are then those of the versions that landed during this step."""
+    exact = producer is not None and run.config.rollout.async_mode == "exact"
+    refit: dict[str, float] = {}
+    landings: list[Landing] = []
+    if new_weights and exact:
+        async def stage() -> None:
+            landings.append(await _staged_refresh(run, str(run.step)))
+        await run.handover.to_engines(run, stage)
+    elif new_weights:
+        await run.handover.to_engines(run, functools.partial(_refresh, run, str(run.step)))
+        refit = await _verify_refit(run)
+    if producer is None:
+        return refit
+    producer.updated(run.step, new_weights=new_weights, landing=landings[0] if landings else None)
+    if not exact:
+        return refit
+    if _drains(run, run.step):
+        await producer.serve(run.step)
+    return producer.landed()
 
 
 def step_record(step: int, batch: Batch, update: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
@@ -312,15 +358,16 @@ def step_record(step: int, batch: Batch, update: dict[str, Any], seconds: dict[s
     }
 
 
-async def _publish(run: Run, version: str) -> None:
-    """Every process takes part (gathers are collective, and host replicas are written by every process); only
-    the driver tells the engine."""
+def _stage(run: Run, version: str) -> Callable[[], Awaitable[None]]:
+    """Puts the new weights where the engine takes them from: a copy on the driver for the embedded engine,
+    published files for servers. Every process takes part (gathers are collective, and host replicas are
+    written by every process). Returns the driver's call that makes the engine serve them (a no-op elsewhere)."""
     rollout = run.config.rollout
     if rollout.engine == "embedded":
         model = engine_model(run.trainer, run.state.params, copy=rollout.max_staleness > 0)
         if isinstance(run.engine, JaxEngine):
-            await run.engine.set_state(nnx.state(model), version)
-        return
+            return functools.partial(run.engine.set_state, nnx.state(model), version)
+        return _nothing
     root = rollout.publish_root(run.config.run.name, run.directory)
     policy = run.trainer.model_for(run.state.params)
     if run.trainer.lora:  # the adapters alone reach the servers
@@ -328,29 +375,47 @@ async def _publish(run: Run, version: str) -> None:
                                base_model=str(run.model_dir), replicas=rollout.publish_replicas,
                                keep=rollout.publish_keep)
         if isinstance(run.engine, SGLangEngine):
-            await run.engine.update_adapter(str(path), version)
+            return functools.partial(run.engine.update_adapter, str(path), version)
     else:
         publish = run.deltas.publish if run.deltas is not None else publish_weights  # a delta or a whole version
         path = publish(policy, root / "weights", version, tokenizer_dir=run.model_dir,
                        replicas=rollout.publish_replicas, keep=rollout.publish_keep)
         if run.engine is not None:
-            await run.engine.update_weights(str(path), version)
+            return functools.partial(run.engine.update_weights, str(path), version)
+    return _nothing
+
+
+async def _nothing() -> None:
+    """What a process without the engine does to make it serve new weights."""
 
 
 async def _refresh(run: Run, version: str) -> None:
     """Publishes the new weights, then takes the refit probe's expected log-probs: the trainer's under them,
     while its parameters are on the devices (colocated runs move them to host memory right after)."""
-    await _publish(run, version)
+    await _stage(run, version)()
     if run.refit is not None:
         run.refit.expect(run.state.params, version)
 
 
-async def _verify_refit(run: Run) -> dict[str, float]:
-    """The driver has the engine score the probe: its largest difference, or a RefitError."""
+async def _staged_refresh(run: Run, version: str) -> Landing:
+    """Exact mode: `_refresh`'s collective part now (the weights staged, the probe's expected log-probs taken),
+    and what makes the engine serve them and checks that it does, for the producer to land later."""
+    serve = _stage(run, version)
+    expected = run.refit.expect(run.state.params, version) if run.refit is not None else None
+
+    async def landing() -> dict[str, float]:
+        await serve()
+        return await _verify_refit(run, expected)
+    return landing
+
+
+async def _verify_refit(run: Run, expected: Expected | None = None) -> dict[str, float]:
+    """The driver has the engine score the probe (against `expected`, else the last publish's): its largest
+    difference, or a RefitError."""
     if run.refit is None or run.engine is None:
         return {}
-    metrics = {"refit_probe_max_diff": await run.refit.verify(run.engine)}
-    expected = run.refit.expected
+    expected = expected or run.refit.expected
+    metrics = {"refit_probe_max_diff": await run.refit.verify(run.engine, expected)}
     if expected is not None and expected.base_gap is not None:  # LoRA: how far the served adapter takes the
         metrics["refit_probe_base_gap"] = expected.base_gap  # probe from the base
     return metrics

@@ -78,9 +78,10 @@ class RefitCheck:
         micro = {k: batch[k][0] for k in SCORED_FIELDS}
         return trainer_logprobs(self.trainer, params, frozen, micro, 1.0)[0, :len(self.tokens) - 1]
 
-    def expect(self, params: Params, version: str) -> None:
-        """The trainer's probe log-probs under `params`, the parameters published as `version`. Every process
-        calls it (the parameters are sharded over all of them)."""
+    def expect(self, params: Params, version: str) -> Expected:
+        """The trainer's probe log-probs under `params`, the parameters published as `version` (kept as
+        `expected`, what `verify` checks by default). Every process calls it (the parameters are sharded over
+        all of them)."""
         batch = batch_on_mesh(self.trainer, self.batch)
         logprobs = np.asarray(jax.device_get(self._score(params, self.trainer.frozen, batch)))
         gap = None
@@ -88,13 +89,15 @@ class RefitCheck:
             base = np.asarray(jax.device_get(self._score(adapters_off(params), self.trainer.frozen, batch)))
             gap = float(np.max(np.abs(logprobs - base)))
         self.expected = Expected(version, logprobs, gap)
+        return self.expected
 
-    async def verify(self, engine: Scorer) -> float:
-        """Every replica's probe log-probs against the expected ones; the largest difference, or RefitError."""
-        if self.expected is None:
+    async def verify(self, engine: Scorer, expected: Expected | None = None) -> float:
+        """Every replica's probe log-probs against `expected` (default: the last `expect`'s; a version staged
+        earlier and landed later brings its own); the largest difference, or RefitError."""
+        expected = expected or self.expected
+        if expected is None:
             raise RuntimeError("RefitCheck.verify before expect: nothing was published")
-        return max([self._compare(scores, self.expected) for scores in await engine.score(self.tokens)],
-                   default=0.0)
+        return max([self._compare(scores, expected) for scores in await engine.score(self.tokens)], default=0.0)
 
     def _compare(self, scores: TokenScores, expected: Expected) -> float:
         if scores.weight_version != expected.version:

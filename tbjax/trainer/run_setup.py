@@ -59,6 +59,8 @@ class Run:
     model_dir: Path
     step: int = 0
     draws: int = 0  # tasks the group scheduler has drawn (group ids and sampling seeds derive from it)
+    # the batches produced ahead that were in flight at the checkpoint resumed from: sampled again (eager mode)
+    in_flight_at_resume: tuple[int, ...] = ()
     handover: Handover = dataclasses.field(default_factory=Handover)  # who holds the GPUs (tbjax.trainer.handover)
     mismatch: MismatchMeter | None = None  # train.mismatch_stats (tbjax.trainer.mismatch)
     alarm: MismatchAlarm | None = None  # train.mismatch_alarm
@@ -108,7 +110,7 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
     state = trainer.shard_state(trainer.init_state(model))
     if config.grpo.uses_reference:  # the KL reference: the policy before any update, also when resuming
         trainer.keep_reference(state.params)
-    iterator, step, draws = task_stream(tasks, config.tasks), 0, 0
+    iterator, step, draws, in_flight = task_stream(tasks, config.tasks), 0, 0, ()
     # the newest intact checkpoint (the checkpointer reports broken ones and the step resumed from)
     restored = (checkpointer.restore_latest(state, config.fingerprint(), config.train.allow_config_change)
                 if config.train.resume == "auto" else None)
@@ -116,6 +118,7 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
         state = restored.state
         iterator.set_state(restored.data)
         step, draws = int(restored.record["step"]), int(restored.record["draws"])
+        in_flight = tuple(sorted(int(index) for index in restored.record.get("in_flight", {})))
     engine = _engine(config, trainer, state, step, model.config.vocab_size)
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None
@@ -127,7 +130,8 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
         (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
     return Run(config=config, trainer=trainer, state=state, engine=engine, interpreter=interpreter, tasks=tasks,
                iterator=iterator, checkpointer=checkpointer, metrics=metrics, model_dir=model_dir, step=step,
-               draws=draws, handover=Handover.for_placement(config.rollout.placement, engine),
+               draws=draws, in_flight_at_resume=in_flight,
+               handover=Handover.for_placement(config.rollout.placement, engine),
                mismatch=MismatchMeter(trainer) if config.train.mismatch_stats else None,
                alarm=_mismatch_alarm(config), refit=_refit_check(config, trainer, model), validation=validation,
                deltas=DeltaPublisher(config.rollout.publish_delta, config.rollout.publish_full_every)

@@ -2,15 +2,17 @@
 turns take random times and record the weight version served at each turn, and a consumer whose updates take
 random times and then refresh the served version: no consumed episode is staler than the bound, each batch's
 histogram agrees with its episodes' versions, the draws are the synchronous loop's whatever the timing, and an
-engine that serves an old version has its groups dropped and counted."""
+engine that serves an old version has its groups dropped and counted. In exact mode every batch is sampled
+under the one version it is pinned to, whatever the timing, the refreshes landing in order between batches."""
 
 import asyncio
 import random
+from collections.abc import Callable
 
 import pytest
 
 from rollout.batch_producer import BatchProducer, ConsumedBatch, episode_staleness
-from rollout.groups import Batch, GroupConfig, GroupScheduler
+from rollout.groups import Batch, GroupConfig, GroupCounts, GroupScheduler
 from rollout.trajectory import Trajectory
 
 STEPS = 6
@@ -44,6 +46,17 @@ def runner(served: Served, jitter: random.Random, batch_index: list[int], drawn:
     return episode
 
 
+def landing(served: Served, version: int, landed: list[int] | None):
+    """What makes the engine serve `version`, after a random wait (a server loading it)."""
+    async def land() -> dict[str, float]:
+        await asyncio.sleep(random.uniform(0, 0.004))
+        served.version = version
+        if landed is not None:
+            landed.append(version)
+        return {"landed": float(version)}
+    return land
+
+
 def tasks():
     n = 0
     while True:
@@ -52,9 +65,11 @@ def tasks():
 
 
 def run(max_staleness: int, seed: int, lag: int = 0, skipped: frozenset[int] = frozenset(),
+        pinned: Callable[[int], int] | None = None, landed: list[int] | None = None,
         ) -> tuple[list[ConsumedBatch[str]], list, BatchProducer[str]]:
     """STEPS batches consumed in order by updates of random length (the steps in `skipped` update nothing and
-    publish nothing); the consumed batches, what was drawn (batch, task, group, member) and the producer."""
+    publish nothing); the consumed batches, what was drawn (batch, task, group, member) and the producer. With
+    `pinned` (exact mode) each update hands over a landing that serves its version (appended to `landed`)."""
     jitter = random.Random(seed)
     served = Served(lag)
     batch_index = [0]
@@ -68,14 +83,18 @@ def run(max_staleness: int, seed: int, lag: int = 0, skipped: frozenset[int] = f
 
     async def consume() -> tuple[list[ConsumedBatch[str]], BatchProducer[str]]:
         producer = BatchProducer(produce, lambda: scheduler.draws, max_staleness=max_staleness, first=0,
-                                 last=STEPS - 1, served=0)
+                                 last=STEPS - 1, served=0, pinned=pinned)
         consumed = []
         for step in range(STEPS):
             consumed.append(await producer.take(step))
             await asyncio.sleep(jitter.uniform(0, 0.02))  # the update
-            if step not in skipped:
-                served.version = step + 1
-            producer.served(step + 1, new_weights=step not in skipped)
+            new_weights = step not in skipped
+            if pinned is None:
+                served.version = step + 1 if new_weights else served.version
+                producer.updated(step + 1, new_weights=new_weights)
+            else:
+                producer.updated(step + 1, new_weights=new_weights,
+                                 landing=landing(served, step + 1, landed) if new_weights else None)
         await producer.close()
         return consumed, producer
     consumed, producer = asyncio.run(consume())
@@ -147,7 +166,7 @@ def test_a_failed_production_is_raised_by_take_and_nothing_more_starts() -> None
         producer = BatchProducer(produce, lambda: 0, max_staleness=2, first=0, last=5, served=0)
         with pytest.raises(ValueError, match="a bug in an episode"):
             await producer.take(0)
-        producer.served(1)
+        producer.updated(1)
         await producer.close()
     asyncio.run(consume())
     assert started == [0]
@@ -156,3 +175,52 @@ def test_a_failed_production_is_raised_by_take_and_nothing_more_starts() -> None
 def test_versions_that_are_not_steps_are_refused_with_the_reason() -> None:
     with pytest.raises(ValueError, match="not the integer steps the trainer publishes"):
         episode_staleness(["base", "1"], [0, 1, 2, 3])
+
+
+@pytest.mark.parametrize(("max_staleness", "seed", "skipped"), [(1, 0, frozenset()), (2, 1, frozenset({2}))])
+def test_exact_mode_samples_each_batch_under_the_version_it_is_pinned_to(max_staleness, seed, skipped) -> None:
+    """Pinned to k steps before, a drain at step 3: every turn of batch i reports pin(i) (a skipped step's
+    version is the one before), the refreshes land once each and in order, and the draws stay the
+    synchronous loop's."""
+    def pin(index: int) -> int:
+        return 3 if index >= 3 and index - max_staleness < 3 else max(0, index - max_staleness)
+    landed: list[int] = []
+    consumed, drawn, producer = run(max_staleness, seed, skipped=skipped, pinned=pin, landed=landed)
+    published = [0] + [s + 1 for s in range(STEPS) if s not in skipped]
+    for index, taken in enumerate(consumed):
+        weights = max(v for v in published if v <= pin(index))
+        assert {v for g in taken.batch.scored for t in g.trajectories for v in t.weight_versions} == {str(weights)}
+        assert producer.start_versions[index] == pin(index)
+    assert landed == sorted(set(landed)) and set(landed) <= set(published[1:])
+    _, reference, _ = run(0, seed=0)
+    assert sorted(drawn) == sorted(reference)
+
+
+def test_exact_mode_lands_a_drain_at_once_and_says_what_it_measured() -> None:
+    """`serve` lands the version a drain needs before the next batch starts (the loop's validation scores it),
+    refuses while a batch pinned to older weights runs, and `landed` gives the landing's measurements once."""
+    served = Served()
+    started = []
+
+    async def produce(index: int) -> Batch[str]:
+        started.append((index, served.version))
+        await asyncio.sleep(0.01)
+        return Batch([], GroupCounts(), [], [])
+
+    async def consume() -> None:
+        producer = BatchProducer(produce, lambda: 0, max_staleness=1, first=0, last=3, served=0,
+                                 pinned=lambda i: max(0, i - 1))
+        await producer.take(0)
+        assert producer.in_flight() == {1: 0}  # batch 1 runs under version 0 beside update 1
+        producer.updated(1, landing=landing(served, 1, None))
+        with pytest.raises(RuntimeError, match="while batch 1 is sampled under step 0's"):
+            await producer.serve(1)
+        await producer.take(1)
+        await producer.serve(1)  # batch 2, pinned to 1, may have landed it first: then nothing is left to land
+        assert served.version == 1 and producer.landed() == {"landed": 1.0} and producer.landed() == {}
+        with pytest.raises(ValueError, match="a Landing comes with each new version in exact mode"):
+            producer.updated(2)
+        await producer.take(2)
+        await producer.close()
+    asyncio.run(consume())
+    assert started[:3] == [(0, 0), (1, 0), (2, 1)]

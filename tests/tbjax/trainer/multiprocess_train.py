@@ -2,7 +2,8 @@
 over the global 3x8 mesh with loop_support's signal tasks and brief sessions (resuming when the run directory
 has a checkpoint), and writes what the test compares. Its parameters are bfloat16, so the state keeps float32
 master weights; with `lora`, GRPO trains rank-4 adapters instead and the bfloat16 base stays frozen; with
-`async`, the driver's next batch runs beside the update (rollout.max_staleness=1).
+`async`, the driver's next batch runs beside the update (rollout.max_staleness=1, exact mode: batch 1 is
+sampled under step 0's weights, the run drains at its checkpoint every 2 steps).
 Usage: PORT PROCESS_ID MODEL_DIR ROOT STEPS OUT.json [full|lora|async]"""
 
 import asyncio
@@ -42,7 +43,8 @@ def main(port: str, process_id: str, model_dir: str, root: str, steps: str, out:
     initialize_distributed(DistributedConfig(f"127.0.0.1:{port}", 3, int(process_id)))
     # The driver's decision to skip an update (no informative group) and its draw count reach every process.
     assert share_batch(None, 7 if is_driver() else 0) == (None, 7)
-    config = config_for(Path(root), int(steps), *(["rollout.max_staleness=1"] if mode == "async" else []))
+    overlap = ["rollout.max_staleness=1", "train.checkpoint_every=2"] if mode == "async" else []
+    config = config_for(Path(root), int(steps), *overlap)
     model_section = config.model.model_copy(update={"param_dtype": "bfloat16"})  # float32 compute, as the loop test's
     lora = LoraSection(rank=4, alpha=8.0) if mode == "lora" else LoraSection()
     config = config.model_copy(update={"mesh": MeshSection(shape="3x8"), "model": model_section, "lora": lora})

@@ -1,14 +1,21 @@
 """Asynchronous GRPO through the real loop (rollout.max_staleness): the tiny run's real episodes on the embedded
-engine, made to answer after random delays, while the update runs in a thread beside them and each refresh
-swaps the engine's weights between turns. No consumed episode is staler than the bound, each step's histogram
-sums to its episodes and agrees with the versions the engine reported, the update never touches a buffer the
-engine serves (a deleted one would raise), and colocated placement is refused."""
+engine, made to answer after random delays, while the update runs in a thread beside them.
+
+Eager mode, each refresh swapping the engine's weights between turns: no consumed episode is staler than the
+bound, each step's histogram sums to its episodes and agrees with the versions the engine reported, the
+update never touches a buffer the engine serves (a deleted one would raise), the re-prefilled tokens are
+counted, and a resumed run samples again the batch in flight at its checkpoint, counted. Exact mode: a
+resumed run equals the uninterrupted one bit for bit, and so does a rerun under other random delays.
+Colocated placement is refused."""
 
 import asyncio
 import json
 import random
+import shutil
 from collections import Counter
 
+import jax
+import numpy as np
 import pytest
 
 from rollout.engines.protocol import Generation
@@ -16,7 +23,7 @@ from tbjax.config import load_config
 from tbjax.models import from_pretrained
 from tbjax.trainer.loop import run_steps
 from tbjax.trainer.run_setup import build_run
-from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
+from tests.tbjax.trainer.loop_support import brief_session, config_for, metric_lines, signal_tasks, train_for
 
 STEPS = 3
 
@@ -43,7 +50,8 @@ def test_batches_ahead_stay_within_the_bound_while_the_update_runs_beside_them(t
     """Two batches ahead (max_staleness=2); one ahead runs across 3 processes (test_multiprocess.py)."""
     max_staleness, seed = 2, 1
     model_dir = tiny_dir("qwen3")
-    config = config_for(tmp_path, STEPS, f"rollout.max_staleness={max_staleness}", "rollout.deterministic=false")
+    config = config_for(tmp_path, STEPS, f"rollout.max_staleness={max_staleness}", "rollout.async_mode=eager",
+                        "rollout.deterministic=false", "episode.max_turns=2")
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
     versions = delayed_generations(run.engine, seed)
     asyncio.run(run_steps(run, opener=brief_session))
@@ -64,6 +72,50 @@ def test_batches_ahead_stay_within_the_bound_while_the_update_runs_beside_them(t
         assert 0.0 <= record["trainer_idle_fraction"] <= 1.0 and 0.0 <= record["engine_idle_fraction"] <= 1.0
     # the batches did run beside the updates: some episodes were sampled before the version they trained from
     assert any(int(age) > 0 for record in records for age in record["staleness"])
+    assert all(record["groups_replayed"] == 0 for record in records)
+    swapped = [turns for turns in versions.values() if len(set(turns)) > 1]  # a refresh between two turns
+    assert (sum(record["tokens_reprefilled"] for record in records) > 0) == bool(swapped)
+
+
+@pytest.mark.slow
+def test_exact_mode_repeats_itself_and_resumes_bit_for_bit(tiny_dir, tmp_path) -> None:
+    """One batch ahead, a checkpoint every 2 steps: batches 1 and 3 are sampled under the weights of steps 0
+    and 2 (stale by one), batches 0 and 2 after the drain; the same under other random delays, and resumed
+    from step 2."""
+    model_dir = tiny_dir("qwen3")
+    overrides = ("rollout.max_staleness=1", "train.checkpoint_every=2", "episode.max_turns=2")
+    runs = {}
+    for name, seed in (("a", 1), ("b", 2)):
+        config = config_for(tmp_path / name, 4, *overrides)
+        runs[name] = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
+        delayed_generations(runs[name].engine, seed)
+        asyncio.run(run_steps(runs[name], opener=brief_session))
+    train_for(model_dir, tmp_path / "c", 2, *overrides)  # "killed" after step 2 ...
+    runs["c"] = train_for(model_dir, tmp_path / "c", 4, *overrides)  # ... and started again
+    straight = metric_lines(tmp_path / "a")
+    assert [line["staleness"].keys() for line in straight] == [{"0"}, {"1"}, {"0"}, {"1"}]
+    assert any(not line["skipped"] for line in straight)
+    for name in "bc":
+        assert metric_lines(tmp_path / name) == straight
+        for a, b in zip(jax.tree.leaves(runs["a"].state.params), jax.tree.leaves(runs[name].state.params),
+                        strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.slow
+def test_an_eager_resume_samples_the_batch_in_flight_again_and_counts_it(tiny_dir, tmp_path) -> None:
+    """Killed between the checkpoints of steps 2 and 3 (step 3's removed), with batch 2 in flight at step 2's:
+    the resumed run samples batch 2 again from the draws it started at, and its record says so."""
+    model_dir = tiny_dir("qwen3")
+    overrides = ("rollout.max_staleness=1", "rollout.async_mode=eager")
+    train_for(model_dir, tmp_path, 3, *overrides)
+    checkpoints = tmp_path / "resume" / "checkpoints"
+    record = json.loads((checkpoints / "2" / "record" / "metadata").read_text())
+    assert list(record["in_flight"]) == ["2"] and record["in_flight"]["2"] == record["draws"]
+    shutil.rmtree(checkpoints / "3")
+    train_for(model_dir, tmp_path, 3, *overrides)
+    last = metric_lines(tmp_path)[-1]
+    assert last["step"] == 3 and last["groups_replayed"] == len(last["groups"]) > 0
 
 
 def test_keeping_the_cache_is_refused_where_the_engine_cannot() -> None:
@@ -75,3 +127,24 @@ def test_colocated_servers_cannot_overlap_the_update() -> None:
     with pytest.raises(ValueError, match="rollout.placement=disaggregated"):
         load_config(overrides=["rollout.engine=sglang", "rollout.sglang_urls=[http://127.0.0.1:1]",
                                "rollout.placement=colocated", "rollout.max_staleness=1"])
+
+
+def test_an_async_mode_without_batches_ahead_is_refused() -> None:
+    with pytest.raises(ValueError, match="rollout.max_staleness=0 produces none"):
+        load_config(overrides=["rollout.async_mode=eager"])
+
+
+def test_exact_mode_needs_the_servers_versions_kept_until_they_land() -> None:
+    servers = ["rollout.engine=sglang", "rollout.sglang_urls=[http://127.0.0.1:1]", "rollout.max_staleness=2"]
+    with pytest.raises(ValueError, match="set rollout.publish_keep >= 3"):
+        load_config(overrides=servers)
+    assert load_config(overrides=[*servers, "rollout.publish_keep=3"]).rollout.publish_keep == 3
+
+
+def test_where_exact_mode_drains_is_part_of_what_a_run_computes() -> None:
+    """A resume refuses a changed checkpoint interval in exact mode (it moves the drains), not otherwise."""
+    def fingerprints(*overrides: str) -> set[str]:
+        return {load_config(overrides=[*overrides, f"train.checkpoint_every={n}"]).fingerprint() for n in (2, 3)}
+    assert len(fingerprints("rollout.max_staleness=1")) == 2
+    assert len(fingerprints("rollout.max_staleness=1", "rollout.async_mode=eager")) == 1
+    assert len(fingerprints()) == 1

@@ -1,31 +1,12 @@
 """The training loop on CPU: a resumed run is bitwise the run that never stopped, and a run writes
 checkpoints, metrics and an HF export transformers loads."""
 
-import asyncio
-import json
-
 import jax
 import numpy as np
 import pytest
 import transformers
 
-from tbjax.models import from_pretrained
-from tbjax.trainer.loop import run_steps
-from tbjax.trainer.run_setup import build_run
-from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
-
-
-def train_for(model_dir, root, steps: int):
-    config = config_for(root, steps)
-    run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
-    asyncio.run(run_steps(run, opener=brief_session))
-    return run
-
-
-def metric_lines(root) -> list[dict]:
-    lines = [json.loads(line) for line in (root / "resume" / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in line.items() if not k.startswith("time_") and k != "rollout_tokens_per_s"}
-            for line in lines]
+from tests.tbjax.trainer.loop_support import metric_lines, train_for
 
 
 @pytest.mark.slow
