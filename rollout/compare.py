@@ -27,6 +27,7 @@ from rollout.compare_table import comparison_markdown
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.summary import summarize
 from rollout.formats import pct, points
+from rollout.log_routing import LOG_FILE, OWN_PACKAGES, add_verbose_flag, route_logs
 from rollout.metrics import TaskCounts, paired_bootstrap_ci, per_task_scores, reported_ks
 from rollout.plots import compare_domains_png
 from rollout.records import TrialRecord, atomic_write, canonical_json, read_records, task_counts
@@ -123,7 +124,6 @@ def campaign_names(a: Path, b: Path) -> tuple[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     p = argparse.ArgumentParser(prog="python -m rollout.compare", description=(__doc__ or "").split("\n")[0])
     p.add_argument("a", type=Path, help="trial records of campaign A (e.g. the base policy)")
     p.add_argument("b", type=Path, help="trial records of campaign B (e.g. the trained policy)")
@@ -133,7 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--prices", type=Path, help="price table YAML (default configs/prices.yaml)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (same seed, same intervals)")
+    add_verbose_flag(p)
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    route_logs(args.out / LOG_FILE, verbose=args.verbose, own=OWN_PACKAGES)
     try:
         names = (args.names[0], args.names[1]) if args.names else campaign_names(args.a, args.b)
         result = write_comparison(args.a, args.b, args.out, names=names,

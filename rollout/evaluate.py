@@ -51,6 +51,7 @@ from rollout.evaluation.suites import (
 )
 from rollout.evaluation.summary import summarize, task_rows
 from rollout.launch_sglang import LaunchError
+from rollout.log_routing import LOG_FILE, OWN_PACKAGES, add_verbose_flag, route_logs
 from rollout.records import TrialLog, TrialRecord, atomic_write, canonical_json, read_records
 from rollout.task_choice import command_tasks
 
@@ -109,6 +110,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     add_engine_flags(p)
     add_suite_flags(p)
     add_tau2_flags(p, grading="tau2")
+    add_verbose_flag(p)
     args = p.parse_args(argv)
     check_suite_flags(p, args, tau2_split="test")
     return args
@@ -134,9 +136,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the progress lines
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    route_logs(args.out / LOG_FILE, verbose=args.verbose, own=OWN_PACKAGES)
     try:
         summary = asyncio.run(_run(args))
     except (FileExistsError, ValueError, LaunchError, ConfigError) as error:

@@ -51,6 +51,7 @@ from rollout.evaluation.selection import (
 )
 from rollout.evaluation.suites import SPLITS, add_tau2_flags, check_suite_flags, load_tau2
 from rollout.launch_sglang import LaunchError
+from rollout.log_routing import LOG_FILE, OWN_PACKAGES, add_verbose_flag, route_logs
 from rollout.records import TrialLog, atomic_write, canonical_json, read_records, task_counts
 from rollout.task_choice import (
     COMMAND_FLAGS,
@@ -145,6 +146,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--exclude-prefix", action="append", default=[], help="more benchmark task id prefixes")
     add_engine_flags(p)
     add_tau2_flags(p, grading="fast")
+    add_verbose_flag(p)
     args = p.parse_args(argv)
     check_suite_flags(p, args, tau2_split="train")
     return args
@@ -190,9 +192,8 @@ async def _run_candidates(args: argparse.Namespace, tasks: list[Task], opener: S
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    route_logs(args.out / LOG_FILE, verbose=args.verbose, own=OWN_PACKAGES)
     try:
         config = config_from_args(args)
         exclusion = benchmark_exclusion().merged(

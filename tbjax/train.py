@@ -1,4 +1,4 @@
-"""`python -m tbjax.train [--config FILE] [--mesh AxB] [--dry-run [--refresh-probe]] [key=value ...]`
+"""`python -m tbjax.train [--config FILE] [--mesh AxB] [--dry-run [--refresh-probe]] [--verbose] [key=value ...]`
 
 With no flags: the embedded default (configs/tiny-cpu.yaml). It resolves the config, checks what needs no
 model (tasks, endpoints, files), joins the multi-host job, builds the mesh, loads the policy sharded, and runs
@@ -6,18 +6,20 @@ the default pipeline (tbjax.pipeline) or plain synchronous GRPO (tbjax.trainer.l
 publication to the rollout engine, and a final HF export.
 
 Only the config is imported up front, so `--help` and config mistakes answer at once; JAX, the models and
-the trainer load once the config is known to be usable.
+the trainer load once the config is known to be usable. The terminal shows the banners, progress bars, step
+lines, warnings and errors; every log record, libraries' INFO included, goes to <run directory>/log.txt
+(rollout.log_routing; `--verbose`: to the terminal too).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from rich.console import Console
 from rich.markup import escape
 
+from rollout.log_routing import add_verbose_flag, route_logs
 from rollout.task_choice import MissingTaskInput, TaskChoiceError, training_tasks
 from tbjax.config import Config, ConfigError, load_config
 from tbjax.trainer.suite_setup import task_source
@@ -35,6 +37,7 @@ def parse_args(argv: list[str]) -> tuple[Config, argparse.Namespace]:
                         "refresh estimate, then exit")
     parser.add_argument("--refresh-probe", action="store_true", help="with --dry-run: measure this machine's publish "
                         "and read rates for the refresh estimate (a real publish of a ~200 MB model, about 2 s)")
+    add_verbose_flag(parser)
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.remat=none")
     args = parser.parse_intermixed_args(argv)  # flags may sit among the overrides
     if args.refresh_probe and not args.dry_run:
@@ -55,10 +58,9 @@ def check_tasks(config: Config, dry_run: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("jax").setLevel(logging.WARNING)
     try:
         config, args = parse_args(sys.argv[1:] if argv is None else argv)
+        route_logs(None, verbose=args.verbose)  # the run's log file once the launch knows this process's
         check_tasks(config, args.dry_run)
     except (ConfigError, TaskChoiceError) as error:
         console.print(f"[red]error:[/red] {escape(str(error))}")  # messages quote lists: not markup
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     from tbjax.pipeline.launch import MACHINE_ERRORS, USAGE_ERRORS, launch  # JAX starts here
 
     try:
-        return launch(config, args.dry_run, console, refresh_probe=args.refresh_probe)
+        return launch(config, args.dry_run, console, refresh_probe=args.refresh_probe, verbose=args.verbose)
     except USAGE_ERRORS as error:
         console.print(f"[red]error:[/red] {escape(str(error))}")
         return 2

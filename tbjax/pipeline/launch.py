@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rollout.formats import count
+from rollout.log_routing import LOG_FILE, route_logs
 from tbjax.assets.model_source import planned_model_config, resolve_model_dir
 from tbjax.config import Config, ConfigError
 from tbjax.models import CheckpointError, Qwen, UnsupportedModelError
@@ -30,12 +31,17 @@ USAGE_ERRORS = (ConfigError, MeshError, ShardingError, UnsupportedModelError, Ch
 MACHINE_ERRORS = (CheckpointWriteError,)
 
 
-def launch(config: Config, dry_run: bool, console: Console, refresh_probe: bool = False) -> int:
+def launch(config: Config, dry_run: bool, console: Console, refresh_probe: bool = False,
+           verbose: bool = False) -> int:
     """Runs the command; returns its exit code (0: done). `refresh_probe`: the dry run measures this machine's
-    publish and read rates for the weight-refresh estimate."""
+    publish and read rates for the weight-refresh estimate. A run's log records go to its directory's log.txt
+    (log.<i>.txt for process i > 0 of a multi-host job); `verbose`: to the terminal too."""
     configure_xla_memory(config.rollout.placement)  # before JAX starts its backend
     distributed = DistributedConfig(config.mesh.coordinator_address, config.mesh.num_processes,
                                     config.mesh.process_id).merged_over(DistributedConfig.from_environment())
+    if not dry_run:
+        process = distributed.process_id or 0
+        route_logs(config.run.directory / (LOG_FILE if not process else f"log.{process}.txt"), verbose=verbose)
     how = initialize_distributed(distributed)
     if dry_run:
         print_plan(config, planned_model_config(config), console, refresh_probe)

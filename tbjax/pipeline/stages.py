@@ -16,6 +16,7 @@ second call after an interruption continues instead of redoing:
     compare/               compare.json, compare.md, domains.png
     learning_curves.png, warm_start_loss.png   the GRPO curves and the warm start's loss
     stages.json (wall time per stage), results.md (the table printed at the end)
+    log.txt                every log record (rollout.log_routing; the terminal keeps warnings and errors)
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ def test_plain_grpo_run_trains_checkpoints_and_exports(tmp_path):
     result = run(*SHORT, *GRPO_ONLY, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "qwen3, 2 layers, hidden 64" in result.stdout and "done: 1 steps" in result.stdout
+    info = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith(("INFO ", "DEBUG "))]
+    assert not info and " INFO absl: " in (tmp_path / "runs/default/log.txt").read_text()  # Orbax's, kept
     assert (tmp_path / "runs/default/assets/tiny-qwen3/model.safetensors").is_file()
     assert (tmp_path / "runs/default/checkpoints/1").is_dir()
     export = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "runs/default/export/v1")

@@ -99,6 +99,16 @@ def test_every_stage_writes_its_files_and_the_report_parses(first: Path) -> None
     assert len(validation) == 3 and not validation & trained_on  # in no demonstration, selection or evaluation
 
 
+def test_the_terminal_shows_no_librarys_info_and_the_log_file_keeps_it(first: Path) -> None:
+    """What the first call printed (stdout and stderr): banners and step lines, no INFO or DEBUG record; the
+    run's log.txt holds the libraries' (Orbax's, through absl) and the project's own."""
+    terminal = (first.parents[1] / "pipeline.log").read_text()
+    assert "stage 7/7: compare" in terminal and "step    1 |" in terminal
+    assert not [line for line in terminal.splitlines() if line.startswith(("INFO ", "DEBUG "))]
+    written = (first / "log.txt").read_text()
+    assert " INFO absl: " in written and " INFO rollout.evaluation.runner: " in written
+
+
 def test_a_second_call_resumes_instead_of_redoing(first: Path) -> None:
     cached = ["warm_start/demos.jsonl", "select/trials.jsonl", "eval/base/trials.jsonl", "eval/trained/trials.jsonl",
               "grpo/metrics.jsonl"]

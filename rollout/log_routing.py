@@ -1,0 +1,63 @@
+"""Where a command's log records go: the terminal keeps what the person running it acts on, a file keeps all.
+
+A training run's terminal is its banners, progress bars and step lines (printed, not logged); beside them a
+library's INFO records are noise: Orbax writes hundreds per run, and the MCP server one per refused tool call,
+which is the agent's business (its episode is graded for it), not the operator's. So the terminal gets warnings
+and errors from everyone, and INFO records only from the loggers a command names as its own voice (e.g.
+`rollout.evaluate`'s closing pass@1 line); the log file gets every record at INFO and above, Python warnings
+included, with times. `verbose` sends everything to the terminal too, as before the file existed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+LOG_FILE = "log.txt"
+OWN_PACKAGES = ("envs", "rollout", "tbjax")  # a rollout command's own voice: its INFO records reach the terminal
+TERMINAL_FORMAT = "%(levelname)s %(name)s: %(message)s"
+FILE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _Shown(logging.Filter):
+    """Passes warnings and errors, and INFO records of the named loggers (and their children)."""
+
+    def __init__(self, own: Sequence[str]) -> None:
+        super().__init__()
+        self.own = tuple(own)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return record.name != "py.warnings"  # libraries' deprecations: the file's
+        return any(record.name == name or record.name.startswith(f"{name}.") for name in self.own)
+
+
+def route_logs(log_file: Path | None, *, verbose: bool = False, own: Sequence[str] = ()) -> None:
+    """Replaces the root logger's handlers: the terminal (stderr) shows warnings, errors and the INFO records of
+    the loggers in `own` (everything with `verbose`); `log_file` (created with its directory, appended to;
+    None: no file) receives every record at INFO and above. Called again, it routes anew (a command learns
+    its log file's place once its config is read)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        handler.close()
+    root.setLevel(logging.INFO)
+    terminal = logging.StreamHandler(sys.stderr)
+    terminal.setFormatter(logging.Formatter(TERMINAL_FORMAT))
+    if not verbose:
+        terminal.addFilter(_Shown(own))
+    root.addHandler(terminal)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        file = logging.FileHandler(log_file, encoding="utf-8")
+        file.setFormatter(logging.Formatter(FILE_FORMAT))
+        root.addHandler(file)
+    logging.captureWarnings(True)
+
+
+def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--verbose", action="store_true", help=f"every log record on the terminal too, libraries' "
+                        f"INFO included (otherwise they go to {LOG_FILE} only)")
