@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rollout.compare_table import comparison_markdown
+from rollout.evaluation.coverage import campaign_coverage, refuse_inexact
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.summary import summarize
 from rollout.formats import pct, points
@@ -104,10 +105,18 @@ def compare(a: Sequence[TrialRecord], b: Sequence[TrialRecord], *, prices: Price
 
 
 def write_comparison(a: Path, b: Path, out: Path, *, names: tuple[str, str], prices: PriceTable | None = None,
-                     resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+                     resamples: int = 1000, seed: int = 0, allow_inexact: bool = False) -> dict[str, Any]:
     """Compares the trial records in files `a` and `b` and writes DIR/compare.json, compare.md and domains.png
-    (campaigns labelled by `names`); returns compare.json's content."""
-    result = compare(read_records(a), read_records(b), prices=prices, resamples=resamples, seed=seed)
+    (campaigns labelled by `names`); returns compare.json's content. A campaign whose coverage is not exact
+    (rollout.evaluation.coverage) is refused with InexactCampaignError, unless `allow_inexact`; compare.json
+    keeps both campaigns' coverage."""
+    records = read_records(a), read_records(b)
+    covered = {name: campaign_coverage(path, rs) for name, path, rs in zip(names, (a, b), records, strict=True)}
+    if not allow_inexact:
+        for name, path in zip(names, (a, b), strict=True):
+            refuse_inexact(name, path, covered[name])
+    result = compare(*records, prices=prices, resamples=resamples, seed=seed)
+    result["coverage"] = {"a": covered[names[0]], "b": covered[names[1]]}
     atomic_write(out / "compare.json", canonical_json(result))
     atomic_write(out / "compare.md", comparison_markdown(result, names))
     compare_domains_png(out / "compare.json", out / "domains.png", (f"a: {names[0]}", f"b: {names[1]}"))
@@ -133,13 +142,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--prices", type=Path, help="price table YAML (default configs/prices.yaml)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (same seed, same intervals)")
+    p.add_argument("--allow-inexact", action="store_true",
+                   help="compare campaigns with missing or system-error trials too (flagged in compare.md)")
     add_verbose_flag(p)
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     route_logs(args.out / LOG_FILE, verbose=args.verbose, own=OWN_PACKAGES)
     try:
         names = (args.names[0], args.names[1]) if args.names else campaign_names(args.a, args.b)
-        result = write_comparison(args.a, args.b, args.out, names=names,
-                                  prices=load_prices(args.prices), resamples=args.resamples, seed=args.seed)
+        result = write_comparison(args.a, args.b, args.out, names=names, prices=load_prices(args.prices),
+                                  resamples=args.resamples, seed=args.seed, allow_inexact=args.allow_inexact)
     except ValueError as error:
         log.error("%s", error)
         return 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rollout.evaluation.coverage import describe
 from rollout.formats import interval, pct, points
 
 Row = tuple[str, str, str, str, str]
@@ -59,6 +60,11 @@ def comparison_markdown(result: dict[str, Any], names: tuple[str, str]) -> str:
              f"Paired over the {result['ci']['tasks']} tasks scored in both ({a}: {result['a']['k']} trials per task, "
              f"{b}: {result['b']['k']}). Scores are shares of scored trials (pass@1, pass@k) or of tasks (observed "
              "k/k); deltas and their paired bootstrap 95% intervals are in percentage points.", ""]
+    for side, name in (("a", a), ("b", b)):
+        block = result.get("coverage", {}).get(side)
+        if block is not None and not block["exact"]:
+            lines += [f"> **{name}'s coverage is not exact** ({describe(block)}): compared as recorded "
+                      "(--allow-inexact).", ""]
     lines += markdown_table(("score", a, b, "delta", "95% bootstrap"), score_rows(result))
     lines += [""] + markdown_table(("domain (pass@1, tasks at k/k)", a, b, "delta", "95% bootstrap"),
                                    domain_rows(result))

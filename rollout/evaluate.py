@@ -10,9 +10,11 @@
 
 Why k trials: one run per task measures pass@1 but not reliability; the share of tasks solved in every one of
 k trials (observed k/k) and pass^k are what a deployment cares about. Output under --out: trials.jsonl (one
-record per trial, appended as trials end; --resume continues it without redoing finished trials),
-summary.json (public keys, see rollout/evaluation/summary.py), tasks.jsonl (per-task counts and Jeffreys
-intervals), report.md, domains.png and successes.png.
+record per trial, appended as trials end; --resume continues it without redoing finished trials, and with
+--retry-system-errors also runs again the trials lost to system errors, whose records move to
+system_errors.jsonl), summary.json (public keys, see rollout/evaluation/summary.py; `coverage` says whether
+every trial is there and scored: rollout/evaluation/coverage.py), tasks.jsonl (per-task counts and Jeffreys
+intervals), report.md (a banner when coverage is not exact), domains.png and successes.png.
 
 External suites (rollout/evaluation/suites.py) bring their own tasks and session opener: ThinkingBox-Bench
 (--thinkingbox-data) and τ²-bench (--suite tau2: its test split by default, graded by τ²'s own evaluator, its
@@ -31,12 +33,13 @@ import asyncio
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 from envs import Task
 from envs.errors import ConfigError
+from rollout.evaluation.coverage import coverage, retried, set_aside
 from rollout.evaluation.engine_flags import add_engine_flags, trial_runner_from_flags
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.report import markdown_report, write_plots
@@ -60,11 +63,14 @@ TRIALS_FILE = "trials.jsonl"
 
 
 def write_reports(records: Sequence[TrialRecord], out: str | Path, *, prices: PriceTable | None = None,
-                  k: int | None = None, title: str = "Evaluation") -> dict[str, Any]:
+                  k: int | None = None, title: str = "Evaluation",
+                  expected: Collection[tuple[str, int]] | None = None) -> dict[str, Any]:
     """summary.json, tasks.jsonl, report.md and the plots for `records`, written atomically; returns the
-    summary."""
+    summary. `expected`: the (task, trial) pairs the campaign set out to run (default: what the records show),
+    against which its coverage is measured."""
     out = Path(out)
     summary = summarize(records, prices, k)
+    summary["coverage"] = coverage(records, expected, retried(out))
     rows = task_rows(records)
     atomic_write(out / "summary.json", canonical_json(summary))
     atomic_write(out / "tasks.jsonl", "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
@@ -74,19 +80,25 @@ def write_reports(records: Sequence[TrialRecord], out: str | Path, *, prices: Pr
 
 
 async def evaluate(tasks: Sequence[Task], runner: TrialRunner, *, out: str | Path, k: int = 20, resume: bool = False,
-                   concurrency: int = 32, prices: PriceTable | None = None, title: str | None = None
-                   ) -> dict[str, Any]:
-    """Runs trials 0..k-1 of every task (skipping those already in out/trials.jsonl when `resume`), then
-    writes the reports over exactly these tasks and trials; returns summary.json's content."""
+                   concurrency: int = 32, prices: PriceTable | None = None, title: str | None = None,
+                   retry_system_errors: bool = False) -> dict[str, Any]:
+    """Runs trials 0..k-1 of every task (skipping those already in out/trials.jsonl when `resume`, except
+    system-error ones with `retry_system_errors`, which are set aside and run again), then writes the reports
+    over exactly these tasks and trials; returns summary.json's content."""
     out = Path(out)
     if len({t.id for t in tasks}) != len(tasks):
         raise ValueError("the task list holds a task id twice; each task is evaluated once with k trials")
+    wanted = {(t.id, trial) for t in tasks for trial in range(k)}
+    if retry_system_errors:
+        if not resume:
+            raise ValueError("retrying system errors resumes a campaign: add --resume")
+        set_aside(out / TRIALS_FILE, wanted)
     with TrialLog(out / TRIALS_FILE, resume=resume) as trial_log:
         await run_trials(tasks, k, runner, trial_log, concurrency=concurrency, label=title or "trials")
-    wanted = {(t.id, trial) for t in tasks for trial in range(k)}
     records = [r for r in read_records(out / TRIALS_FILE) if r.key in wanted]
     models = sorted({r.model for r in records})
-    return write_reports(records, out, prices=prices, k=k, title=title or f"Evaluation of {', '.join(models)}")
+    return write_reports(records, out, prices=prices, k=k, title=title or f"Evaluation of {', '.join(models)}",
+                         expected=wanted)
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -96,6 +108,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--k", type=int, default=20, help="trials per task")
     p.add_argument("--concurrency", type=int, default=32, help="trials in flight at once")
     p.add_argument("--resume", action="store_true", help="continue out/trials.jsonl, skipping recorded trials")
+    p.add_argument("--retry-system-errors", action="store_true",
+                   help="with --resume: run the trials lost to system errors again too (their records move to "
+                        "out/system_errors.jsonl)")
     p.add_argument("--from-trials", type=Path, help="no episodes: recompute the reports from these records")
     p.add_argument("--prices", type=Path, help="price table YAML (default configs/prices.yaml)")
     p.add_argument("--domain", action="append",
@@ -126,13 +141,15 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             async with trial_runner_from_flags(args, opener=suite.open) as runner:
                 return await evaluate(suite.tasks, runner, out=args.out, k=args.k, resume=args.resume,
-                                      concurrency=args.concurrency, prices=prices, title=args.title)
+                                      concurrency=args.concurrency, prices=prices, title=args.title,
+                                      retry_system_errors=args.retry_system_errors)
         finally:
             await suite.aclose()
     tasks = command_tasks(args.tasks, args.domain, args.split, args.limit, for_training=False)
     async with trial_runner_from_flags(args) as runner:
         return await evaluate(tasks, runner, out=args.out, k=args.k, resume=args.resume,
-                              concurrency=args.concurrency, prices=prices, title=args.title)
+                              concurrency=args.concurrency, prices=prices, title=args.title,
+                              retry_system_errors=args.retry_system_errors)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

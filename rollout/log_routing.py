@@ -20,6 +20,7 @@ LOG_FILE = "log.txt"
 OWN_PACKAGES = ("envs", "rollout", "tbjax")  # a rollout command's own voice: its INFO records reach the terminal
 TERMINAL_FORMAT = "%(levelname)s %(name)s: %(message)s"
 FILE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+ROUTED = "_routed_by_tbjax"  # marks the handlers route_logs added, which a later call replaces
 
 
 class _Shown(logging.Filter):
@@ -36,12 +37,12 @@ class _Shown(logging.Filter):
 
 
 def route_logs(log_file: Path | None, *, verbose: bool = False, own: Sequence[str] = ()) -> None:
-    """Replaces the root logger's handlers: the terminal (stderr) shows warnings, errors and the INFO records of
+    """Gives the root logger its handlers: the terminal (stderr) shows warnings, errors and the INFO records of
     the loggers in `own` (everything with `verbose`); `log_file` (created with its directory, appended to;
-    None: no file) receives every record at INFO and above. Called again, it routes anew (a command learns
-    its log file's place once its config is read)."""
+    None: no file) receives every record at INFO and above. Called again, it replaces the handlers it added
+    before (a command learns its log file's place once its config is read); others (a test's capture) stay."""
     root = logging.getLogger()
-    for handler in list(root.handlers):
+    for handler in [h for h in root.handlers if getattr(h, ROUTED, False)]:
         root.removeHandler(handler)
         handler.close()
     root.setLevel(logging.INFO)
@@ -49,12 +50,14 @@ def route_logs(log_file: Path | None, *, verbose: bool = False, own: Sequence[st
     terminal.setFormatter(logging.Formatter(TERMINAL_FORMAT))
     if not verbose:
         terminal.addFilter(_Shown(own))
-    root.addHandler(terminal)
+    handlers: list[logging.Handler] = [terminal]
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        file = logging.FileHandler(log_file, encoding="utf-8")
-        file.setFormatter(logging.Formatter(FILE_FORMAT))
-        root.addHandler(file)
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+        handlers[-1].setFormatter(logging.Formatter(FILE_FORMAT))
+    for handler in handlers:
+        setattr(handler, ROUTED, True)
+        root.addHandler(handler)
     logging.captureWarnings(True)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rollout.evaluation.charts import write_png
+from rollout.evaluation.coverage import describe
 from rollout.evaluation.figures import domains_figure, success_histogram, successes_figure
 from rollout.metrics import jeffreys_interval
 
@@ -42,8 +43,11 @@ def markdown_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]], tit
     """The report text; `rows` are the per-task rows of tasks.jsonl."""
     k = summary["k"]
     clean, successes = summary["trials"], sum(r["c"] for r in rows)
-    lines = [f"# {title}", "",
-             f"{summary['tasks']} tasks, {clean} scored trials (k = {k} per task), "
+    lines = [f"# {title}", ""]
+    if "coverage" in summary and not summary["coverage"]["exact"]:
+        lines += [f"> **Coverage is not exact**: {describe(summary['coverage'])}. The scores below are over the "
+                  "trials recorded; run the campaign again with --resume --retry-system-errors.", ""]
+    lines += [f"{summary['tasks']} tasks, {clean} scored trials (k = {k} per task), "
              f"{summary['system_errors']['total']} system-error trials reported beside the scores.", ""]
     if clean:
         low, high = jeffreys_interval(clean, successes)

@@ -8,6 +8,7 @@ from flax import nnx
 from rich.console import Console
 from rich.table import Table
 
+from rollout.evaluation.coverage import InexactCampaignError
 from rollout.formats import count
 from rollout.log_routing import LOG_FILE, route_logs
 from tbjax.assets.model_source import planned_model_config, resolve_model_dir
@@ -27,8 +28,9 @@ from tbjax.trainer.packing import PackingError
 # mistakes of the config, the mesh, the checkpoint or the batch: a message naming the fix, not a traceback
 USAGE_ERRORS = (ConfigError, MeshError, ShardingError, UnsupportedModelError, CheckpointError, FileNotFoundError,
                 ResumeError, PackingError)
-# the machine's: a checkpoint the disk would not take (exit 1, one line: nothing is lost, the run resumes)
-MACHINE_ERRORS = (CheckpointWriteError,)
+# the machine's: a checkpoint the disk would not take, an evaluation whose trials system errors kept taking
+# (exit 1, one line: nothing is lost, the run resumes and runs them again)
+MACHINE_ERRORS = (CheckpointWriteError, InexactCampaignError)
 
 
 def launch(config: Config, dry_run: bool, console: Console, refresh_probe: bool = False,

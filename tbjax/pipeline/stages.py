@@ -68,6 +68,7 @@ console = Console()
 # selection and GRPO grade as tau2.grading says
 EVALUATION_GRADING: Grading = "tau2"
 STAGES = ("assets", "warm start", "select", "evaluate base", "grpo", "evaluate trained", "compare")
+SYSTEM_ERROR_ROUNDS = 2  # further runs of a campaign's trials lost to system errors, before its comparison refuses
 
 
 def has_stages(config: Config) -> bool:
@@ -136,10 +137,16 @@ class Campaigns:
 
     def run(self, tasks: list[Task], k: int, seed: int, out: Path, grading: Grading | None = None) -> dict[str, Any]:
         """`k` trials of each task, recorded under `out`; a τ² suite grades them as `grading` says (None: as
-        training does, tau2.grading)."""
+        training does, tau2.grading). Trials lost to system errors run again, up to SYSTEM_ERROR_ROUNDS more
+        times (a campaign left inexact is refused by the comparison)."""
         if _complete(out, tasks, k):
             return json.loads((out / "summary.json").read_text())
-        return asyncio.run(self._campaign(self.engine(), tasks, k, seed, out, grading))
+        summary = asyncio.run(self._campaign(self.engine(), tasks, k, seed, out, grading))
+        for _ in range(SYSTEM_ERROR_ROUNDS):
+            if summary["coverage"]["exact"]:
+                break
+            summary = asyncio.run(self._campaign(self.engine(), tasks, k, seed, out, grading))
+        return summary
 
     async def _campaign(self, engine: JaxEngine, tasks: list[Task], k: int, seed: int, out: Path,
                         grading: Grading | None) -> dict[str, Any]:
@@ -147,7 +154,7 @@ class Campaigns:
         async with configured_opener(self.config, grading) as opener:
             runner = token_trial_runner(engine, self.interpreter, model=self.name, config=self.config.episode,
                                         opener=opener, seed=seed)
-            return await evaluate(tasks, runner, out=out, k=k, resume=True,
+            return await evaluate(tasks, runner, out=out, k=k, resume=True, retry_system_errors=True,
                                   concurrency=self.config.evaluate.concurrency,
                                   title=f"{self.name} policy, {len(tasks)} tasks x {k} trials")
 
@@ -158,12 +165,13 @@ class Campaigns:
 
 
 def _complete(out: Path, tasks: list[Task], k: int) -> bool:
-    """A campaign whose summary covers exactly these tasks and k (a resumed call skips it)."""
+    """A campaign whose summary covers exactly these tasks and k, every trial scored (a resumed call skips it;
+    one with system errors left runs them again)."""
     summary = out / "summary.json"
     if not summary.is_file():
         return False
     data = json.loads(summary.read_text())
-    return data.get("tasks") == len(tasks) and data.get("k") == k
+    return data.get("tasks") == len(tasks) and data.get("k") == k and data.get("coverage", {}).get("exact", True)
 
 
 def _compare(root: Path, split: str, config: Config) -> dict[str, Any]:

@@ -21,7 +21,7 @@ def test_seed_base_vs_trained(tmp_path):
     out = tmp_path / "cmp"
     assert compare.main([str(base), str(grpo), "--out", str(out), "--resamples", "300"]) == 0
     result = json.loads((out / "compare.json").read_text())
-    assert set(result) == {"a", "b", "delta", "ci", "gained", "lost"}
+    assert set(result) == {"a", "b", "delta", "ci", "gained", "lost", "coverage"}
     assert f"{100 * result['delta']['pass@1']:.2f}" == f"{60.78 - 51.70:.2f}"
     assert result["delta"]["observed_k_of_k"]["count"] == 107 - 38
     assert f"{100 * result['delta']['pass@k']['20']:.2f}" == f"{87.97 - 89.35:.2f}"

@@ -1,7 +1,8 @@
 """Evaluation end to end on CPU: a tiny random Qwen served by `python -m tbjax.serve` (started the way
 `--engine embedded` starts it, one server for the module), the scripted user, built-in tasks of all five
 domains. The CLI writes records, summary, report and plots; an interrupted campaign resumes without redoing
-finished trials; an engine failing for one task gives system errors that are reported and not scored."""
+finished trials; an engine failing for one task gives system errors that are reported and not scored, flag the
+campaign inexact (a comparison refuses it) until a resumed run retries exactly those trials."""
 
 import asyncio
 import json
@@ -11,10 +12,12 @@ import pytest
 
 from envs import load_tasks, write_jsonl
 from rollout import evaluate
+from rollout.compare import write_comparison
 from rollout.engines.protocol import EngineError
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import EpisodeConfig
 from rollout.evaluation import engine_flags
+from rollout.evaluation.coverage import InexactCampaignError
 from rollout.evaluation.engine_flags import start_embedded
 from rollout.evaluation.runner import token_trial_runner
 from rollout.interpret import Interpreter
@@ -175,6 +178,36 @@ def test_system_error_trials_are_reported_and_not_scored(policy_dir, server_url,
     clean = [r for r in records.values() if r.system_error is None]
     assert summary["pass@1"] == sum(bool(r.passed) for r in clean) / 4
     assert broken in (tmp_path / "report.md").read_text()
+    # the campaign is flagged inexact, and a comparison refuses it unless told to compare what was recorded
+    assert summary["coverage"] == {"exact": False, "expected": 6, "missing": 0, "system_errors": 2,
+                                   "system_errors_retried": 0}
+    assert "Coverage is not exact" in (tmp_path / "report.md").read_text()
+    trials = tmp_path / "trials.jsonl"
+    with pytest.raises(InexactCampaignError, match=r"0 of 6 trials missing and 2 lost to system errors"):
+        write_comparison(trials, trials, tmp_path / "cmp", names=("a", "b"), resamples=10)
+    assert write_comparison(trials, trials, tmp_path / "cmp", names=("a", "b"), resamples=10,
+                            allow_inexact=True)["coverage"]["a"]["exact"] is False
+    assert "coverage is not exact" in (tmp_path / "cmp" / "compare.md").read_text()
+
+    async def retry(runner_type):  # the server back up: only the two lost trials run again
+        engine = SGLangEngine.from_urls([server_url])
+        try:
+            runner = runner_type(token_trial_runner(engine, interpreter, model="tiny", config=EPISODE))
+            return await evaluate.evaluate(tasks, runner, out=tmp_path, k=2, concurrency=6, resume=True,
+                                           retry_system_errors=True), runner
+        finally:
+            await engine.close()
+
+    summary, counted = asyncio.run(retry(CountingRunner))
+    assert sorted(counted.ran) == [(broken, 0), (broken, 1)]
+    assert summary["coverage"] == {"exact": True, "expected": 6, "missing": 0, "system_errors": 0,
+                                   "system_errors_retried": 2}
+    assert {r.key for r in read_records(trials)} == {(t.id, i) for t in tasks for i in (0, 1)}
+    assert [r.key for r in read_records(tmp_path / "system_errors.jsonl")] == [(broken, 0), (broken, 1)]
+    assert "Coverage is not exact" not in (tmp_path / "report.md").read_text()
+    assert write_comparison(trials, trials, tmp_path / "cmp", names=("a", "b"), resamples=10)["delta"]["pass@1"] == 0
+    with pytest.raises(ValueError, match="add --resume"):
+        asyncio.run(evaluate.evaluate(tasks, counted, out=tmp_path, k=2, retry_system_errors=True))
 
 
 def test_embedded_flags_start_and_stop_a_tbjax_server(policy_dir, monkeypatch):

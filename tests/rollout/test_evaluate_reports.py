@@ -14,7 +14,7 @@ from tests.rollout.campaign_support import records
 from tests.rollout.chart_support import drawn, png_size
 
 KEYS = {"tasks", "trials", "k", "pass@1", "pass@k", "pass^k", "observed_k_of_k", "all_clean_trials_passed",
-        "system_errors", "tokens", "malformed_tool_calls", "cost_usd", "domains"}
+        "system_errors", "tokens", "malformed_tool_calls", "cost_usd", "domains", "coverage"}
 
 
 def campaign(tmp_path, with_errors: bool):
@@ -43,10 +43,12 @@ def test_summary_keys_and_numbers_from_records(tmp_path):
     assert summary["k"] == 4 and summary["tasks"] == 10 and summary["trials"] == 40
     assert summary["pass@1"] == sum(per_task) / 40
     assert summary["observed_k_of_k"] == {"count": 3, "share": 0.3}
+    assert summary["coverage"] == {"exact": True, "expected": 40, "missing": 0, "system_errors": 0,
+                                   "system_errors_retried": 0}
     assert summary["pass@k"]["4"] == sum(c > 0 for c in per_task) / 10
     assert summary["cost_usd"]["campaign"] is None  # the default table prices no model: unknown, not 0
     for name, block in summary["domains"].items():
-        assert set(block) == KEYS - {"domains"}, name
+        assert set(block) == KEYS - {"domains", "coverage"}, name
     assert sum(b["trials"] for b in summary["domains"].values()) == 40
     assert summary["tokens"]["prompt_tokens"] == 4_000_000
 
@@ -69,6 +71,8 @@ def test_system_errors_are_beside_the_scores_and_prices_give_cost(tmp_path):
     assert abs(summary["cost_usd"]["per_trial"] - expected / 48) < 1e-12  # system-error trials cost too
     report = (out / "report.md").read_text()
     assert "- engine: 6" in report and "t0011" in report and "pass^k plug-in" in report
+    assert summary["coverage"]["exact"] is False and summary["coverage"]["system_errors"] == 6
+    assert "Coverage is not exact**: 0 of 48 trials missing and 6 lost to system errors" in report
     rows = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
     assert {r["task_id"]: r["system_errors"] for r in rows}["t0010"] == 2
     posterior_means = {r["task_id"]: (r["c"] + 0.5) / (r["n"] + 1) for r in rows if r["n"]}

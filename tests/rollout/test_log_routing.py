@@ -11,7 +11,7 @@ import pytest
 
 import envs
 from envs.loading import load_tasks
-from rollout.log_routing import OWN_PACKAGES, route_logs
+from rollout.log_routing import OWN_PACKAGES, ROUTED, route_logs
 
 REFUSED = "Tool 'find_member' failed"  # what the MCP server logs at INFO when a call is refused
 
@@ -28,13 +28,11 @@ async def refused_tool_call() -> None:
 @pytest.fixture(autouse=True)
 def _restore_logging():
     root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
+    level = root.level
     yield
-    for handler in list(root.handlers):
+    for handler in [h for h in root.handlers if getattr(h, ROUTED, False)]:
         root.removeHandler(handler)
         handler.close()
-    for handler in handlers:
-        root.addHandler(handler)
     root.setLevel(level)
     logging.captureWarnings(False)
 
