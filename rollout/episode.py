@@ -137,7 +137,7 @@ class Episode:
         self.seed = seed  # None: the engine's own randomness; else each turn's sampling seed derives from it
         self.sequence = TokenSequence()
         self.versions: list[str] = []
-        self.turns = self.prompt_tokens = self.reprefilled_tokens = 0
+        self.turns = self.prompt_tokens = self.reprefilled_tokens = self.truncated_turns = 0
         self._last_context = 0  # tokens in the sequence after the last turn was sampled
         self.malformed: Counter[MalformedKind] = Counter()
         self.last_reply: str | None = None
@@ -174,6 +174,7 @@ class Episode:
             self.turns += 1
             turn = self.interp.interpret(generation.output_ids, tools)
             self.malformed.update(turn.malformed_by_kind)
+            self.truncated_turns += turn.truncated
             if turn.truncated and cap == remaining:
                 return "token_budget"
             if generation.output_ids and generation.output_ids[-1] != self.interp.end_of_turn_id \
@@ -217,7 +218,7 @@ class Episode:
             loss_mask=list(self.sequence.loss_mask), logprobs=list(self.sequence.logprobs),
             weight_versions=self.versions, reward=reward, termination=termination, system_error=error,
             prompt_tokens=self.prompt_tokens, completion_tokens=sampled, turns=self.turns,
-            reprefilled_tokens=self.reprefilled_tokens,
+            reprefilled_tokens=self.reprefilled_tokens, truncated_turns=self.truncated_turns,
             malformed=dict(self.malformed), timings=dict(self.timer.seconds))
 
     async def run(self, opener: SessionOpener) -> EpisodeResult:

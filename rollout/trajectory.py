@@ -27,6 +27,7 @@ class Trajectory:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     turns: int = 0
+    truncated_turns: int = 0  # turns that hit max_tokens_per_turn (or the budget) before their end
     # prompt tokens prefilled again because a weight refresh between turns emptied the prefix cache holding them
     reprefilled_tokens: int = 0
     malformed: dict[MalformedKind, int] = dataclasses.field(default_factory=dict)  # tool calls, by kind

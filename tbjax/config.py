@@ -140,6 +140,8 @@ class Config(Section):
         unshaped = {"format_penalty"} if not self.groups.format_penalty else set()
         # truncated importance sampling, as before masking was an option
         truncated = {"tis_mode"} if self.grpo.tis_mode == "truncate" else set()
+        # every episode scored by its verdict, as before cut-short episodes could be shaped
+        truncated |= {"overlong", "overlong_penalty", "overlong_buffer"} if self.grpo.overlong == "none" else set()
         # no validation split, or full-parameter training: as before the section existed
         absent = {"validation": True} if not self.validation.tasks else {}
         absent |= {"lora": True} if not self.lora.enabled else {}

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import NonNegativeInt, PositiveInt, model_validator
 
 from envs.oracle import Slip
+from rollout.overlong import OverlongMode
 from tbjax.sections.base import Section
 
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
@@ -32,6 +33,13 @@ class GRPOSection(Section):
     kl_coef: float = 0.0  # KL to a frozen reference (the policy at the start of training); 0: off (the seed run)
     kl_estimator: KLEstimator | None = None  # with kl_coef > 0; None: k3
     norm_length: int = 8192  # seq-mean-token-sum-norm's constant
+    # what an episode cut short gets (its token budget ran out, or a turn hit max_tokens_per_turn unfinished;
+    # rollout.overlong): "none" its verdict as any episode, "mask" its tokens leave the loss (DAPO's overlong
+    # filtering), "penalty" its score loses overlong_penalty, and an uncut one within overlong_buffer tokens of
+    # the budget a share growing linearly to the budget (DAPO's soft overlong punishment)
+    overlong: OverlongMode = "none"
+    overlong_penalty: float = 1.0
+    overlong_buffer: NonNegativeInt = 0
 
     @model_validator(mode="after")
     def _kl_can_act(self) -> GRPOSection:
@@ -40,6 +48,13 @@ class GRPOSection(Section):
         if self.kl_estimator is not None and not self.kl_coef:
             raise ValueError(f"grpo.kl_estimator={self.kl_estimator} has no effect with grpo.kl_coef=0: set "
                              "grpo.kl_coef > 0 to penalise KL to the reference, or leave kl_estimator unset")
+        shaping = [name for name in ("overlong_penalty", "overlong_buffer")
+                   if getattr(self, name) != GRPOSection.model_fields[name].default]
+        if shaping and self.overlong != "penalty":
+            raise ValueError(f"grpo.{shaping[0]} shapes the score of episodes cut short under grpo.overlong=penalty "
+                             f"only, and grpo.overlong={self.overlong}: set grpo.overlong=penalty, or drop it")
+        if not 0 < self.overlong_penalty <= 1:
+            raise ValueError(f"grpo.overlong_penalty={self.overlong_penalty}: give a share of a pass in (0, 1]")
         if self.tis_mode != "truncate" and self.tis_cap is None:
             raise ValueError(f"grpo.tis_mode={self.tis_mode} acts on the ratios above grpo.tis_cap, which is unset "
                              "(no importance weighting): set grpo.tis_cap, or drop grpo.tis_mode")

@@ -37,6 +37,7 @@ from rollout.batch_producer import BatchProducer, ConsumedBatch, Landing
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import SessionOpener, derive_seed, run_episode
 from rollout.groups import Batch, GroupScheduler
+from rollout.overlong import OverlongRule, cut_short
 from rollout.trajectory import Trajectory
 from tbjax.config import Config
 from tbjax.engine.jax_engine import JaxEngine
@@ -223,6 +224,8 @@ async def run_step(run: Run, scheduler: GroupScheduler | None,
     if batch is None:
         return None
     record = step_record(run.step, batch, {**update, **refit}, clock.seconds)
+    if run.config.grpo.overlong != "none":  # shaped or masked by grpo.overlong
+        record["episodes_cut"] = sum(cut_short(t) for g in batch.groups for t in g.trajectories)
     if consumed is not None and producer is not None:
         record |= _overlap_record(consumed, producer.busy_seconds() - engines_busy, sum(clock.seconds.values()))
     return record
@@ -264,7 +267,9 @@ def _packed(run: Run, batch: Batch | None, scheduler: GroupScheduler | None,
     config = run.config
     packed = None if batch is None else batch_from_groups(
         [g.trajectories for g in batch.groups], config.grpo, config.train.row_len, config.train.micro_batch_rows,
-        run.trainer.rows_multiple, config.groups.format_penalty, consumed.is_stale if consumed is not None else None)
+        run.trainer.rows_multiple, config.groups.format_penalty, consumed.is_stale if consumed is not None else None,
+        OverlongRule(config.grpo.overlong, config.episode.token_budget, config.grpo.overlong_penalty,
+                     config.grpo.overlong_buffer))
     draws = consumed.draws if consumed is not None else scheduler.draws if scheduler is not None else run.draws
     packed, run.draws = share_batch(packed, draws)
     return packed

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from rollout.overlong import OverlongRule
 from rollout.trajectory import Trajectory
 from tbjax.sections.training import GRPOSection
 from tbjax.trainer.objective import episode_advantages, token_weights
@@ -188,15 +189,20 @@ def trained_positions(mask: np.ndarray, shards: int) -> np.ndarray:
 
 def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: GRPOSection, row_len: int,
                       micro_rows: int, rows_multiple: int = 1, format_penalty: float = 0.0,
-                      is_stale: Callable[[Trajectory], bool] | None = None) -> PackedBatch | None:
-    """Scored groups -> the packed batch with advantages (from `Trajectory.score`) and weights (and STALE, where
-    `is_stale` says which episodes are); None when every advantage is zero (all scores equal in every group):
-    then there is nothing to learn and the optimizer must not step."""
+                      is_stale: Callable[[Trajectory], bool] | None = None,
+                      overlong: OverlongRule | None = None) -> PackedBatch | None:
+    """Scored groups -> the packed batch with advantages (from `Trajectory.score`, or `overlong`'s score for
+    episodes cut short) and weights (none for the episodes `overlong` masks; STALE where `is_stale` says which
+    episodes are); None when no trained token has an advantage (all scores equal in every group, or every
+    unequal one masked): then there is nothing to learn and the optimizer must not step."""
     trajectories = [t for group in groups for t in group]
-    advantages = episode_advantages([[t.score(format_penalty) for t in group] for group in groups], config)
-    if not np.any(advantages):
+    rule = overlong or OverlongRule("none", token_budget=0)
+    advantages = episode_advantages([[rule.score(t, format_penalty) for t in group] for group in groups], config)
+    trains = np.asarray([rule.trains(t) for t in trajectories], bool)
+    if not np.any(advantages[trains]):
         return None
-    lengths = np.asarray([sum(t.loss_mask[1:]) for t in trajectories])
+    lengths = np.asarray([sum(t.loss_mask[1:]) for t in trajectories]) * trains
     weights, denominator = token_weights(lengths, config)
+    weights = weights * trains
     stale = None if is_stale is None else [is_stale(t) for t in trajectories]
     return pack(trajectories, advantages, weights, denominator, row_len, micro_rows, rows_multiple, stale)
