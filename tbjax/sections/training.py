@@ -3,6 +3,7 @@ watches it (`train`), and the warm start (`warm_start`)."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Literal
 
 from pydantic import NonNegativeInt, PositiveInt, model_validator
@@ -117,7 +118,8 @@ class WarmStartSection(Section):
 
 # train.* settings that watch a run without changing its trajectory (left out of the fingerprint)
 WATCH_SETTINGS = ("mismatch_stats", "mismatch_alarm", "mismatch_alarm_metric", "mismatch_action", "refit_probe",
-                  "refit_probe_tolerance")
+                  "refit_probe_tolerance", "loggers", "wandb_project", "wandb_mode")
+Logger = Literal["jsonl", "tensorboard", "wandb"]
 # train.* settings of how often a run is saved and how many saves it keeps (left out of the fingerprint: a resume
 # restores the state exactly whichever step it was saved at)
 SAVE_SETTINGS = ("checkpoint_every", "keep_checkpoints")
@@ -158,6 +160,28 @@ class TrainSection(Section):
     # where the KL reference (the policy at the start of training; grpo.kl_coef > 0) waits between batches:
     # sharded like the policy on the device, or in pinned host memory (a copy to the device once per batch)
     reference_placement: Literal["device", "host"] = "device"
+    # where each step's metrics go besides the console (tbjax.trainer.metrics_log): metrics.jsonl (always: the
+    # report and a resume read it), TensorBoard under <run>/tensorboard, Weights & Biases (the `wandb` extra;
+    # project wandb_project, the run's name, the whole config; offline: written under <run>/wandb to sync later)
+    loggers: list[Logger] = ["jsonl", "tensorboard"]
+    wandb_project: str = "tbjax"
+    wandb_mode: Literal["online", "offline"] = "online"
+
+    @model_validator(mode="after")
+    def _loggers_can_act(self) -> TrainSection:
+        if "jsonl" not in self.loggers:
+            raise ValueError(f"train.loggers={self.loggers}: metrics.jsonl is what results, plots and resumes read; "
+                             "keep jsonl in the list")
+        if len(set(self.loggers)) != len(self.loggers):
+            raise ValueError(f"train.loggers={self.loggers} names a logger twice")
+        wandb_set = [name for name in ("wandb_project", "wandb_mode")
+                     if getattr(self, name) != TrainSection.model_fields[name].default]
+        if wandb_set and "wandb" not in self.loggers:
+            raise ValueError(f"train.{wandb_set[0]} acts only with wandb in train.loggers: add it, or drop the setting")
+        if "wandb" in self.loggers and importlib.util.find_spec("wandb") is None:
+            raise ValueError("train.loggers names wandb, which is not installed: pip install -e '.[wandb]' (or drop "
+                             "wandb from train.loggers)")
+        return self
 
     @model_validator(mode="after")
     def _watch_can_act(self) -> TrainSection:

@@ -1,13 +1,14 @@
 """Per-step metrics for people and for tools: one rich line per step on the console, one JSON object per
 line in <run>/metrics.jsonl (appended, so a resumed run continues the same file, from which it first drops the
-lines of the steps it does again) and TensorBoard scalars
-under <run>/tensorboard, named like the JSON keys. Only the driver process (process 0) keeps one."""
+lines of the steps it does again) and, as train.loggers says, TensorBoard scalars under <run>/tensorboard and
+Weights & Biases (tbjax.trainer.wandb_sink), named like the JSON keys. Only the driver process (process 0)
+keeps one."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,15 @@ from rich.console import Console
 from tensorboardX import SummaryWriter
 
 from rollout.records import atomic_write
+from tbjax.trainer.wandb_sink import WandbSink
 
 console = Console()
 
 
 class MetricsLog:
-    def __init__(self, directory: Path, resumed_step: int = 0):
+    def __init__(self, directory: Path, resumed_step: int = 0, loggers: Sequence[str] = ("jsonl", "tensorboard"),
+                 wandb: Callable[[], WandbSink] | None = None):
+        """`wandb` opens the W&B run where train.loggers names it."""
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / "metrics.jsonl"
         if self.path.is_file():  # the steps a resumed run does again are no longer what it logged for them
@@ -31,18 +35,28 @@ class MetricsLog:
         # Event files are named by the second they were opened in; the suffix keeps a quick restart from
         # overwriting its predecessor's file, in order.
         self.tensorboard = SummaryWriter(str(directory / "tensorboard"), filename_suffix=f".{time.time_ns()}",
-                                         purge_step=resumed_step + 1 if resumed_step else None)
+                                         purge_step=resumed_step + 1 if resumed_step else None) \
+            if "tensorboard" in loggers else None
+        if "wandb" in loggers and wandb is None:
+            raise ValueError("the wandb logger needs its run's settings: give MetricsLog `wandb`")
+        self.wandb = wandb() if "wandb" in loggers and wandb is not None else None
 
     def write(self, metrics: dict[str, Any]) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps(metrics, sort_keys=True) + "\n")
-        for tag, value in scalars(metrics):
-            self.tensorboard.add_scalar(tag, value, metrics["step"])
-        self.tensorboard.flush()
+        if self.tensorboard is not None:
+            for tag, value in scalars(metrics):
+                self.tensorboard.add_scalar(tag, value, metrics["step"])
+            self.tensorboard.flush()
+        if self.wandb is not None:
+            self.wandb.log(metrics["step"], scalars(metrics))
         console.print(self.line(metrics))
 
     def close(self) -> None:
-        self.tensorboard.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+        if self.wandb is not None:
+            self.wandb.close()
 
     @staticmethod
     def line(m: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ what watches the run. `Run` is everything tbjax.trainer.loop holds between steps
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from tbjax.trainer.task_stream import TaskStream, task_stream
 from tbjax.trainer.train_state import TrainState
 from tbjax.trainer.update import GRPOTrainer, make_trainer
 from tbjax.trainer.validation import Validation
+from tbjax.trainer.wandb_sink import WandbSink
 
 VALIDATED = "validated"  # <run>/validated/v<step>: each new best-validated step's weights (tbjax.trainer.validation)
 
@@ -121,7 +123,11 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
         in_flight = tuple(sorted(int(index) for index in restored.record.get("in_flight", {})))
     engine = _engine(config, trainer, state, step, model.config.vocab_size)
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
-    metrics = MetricsLog(config.run.directory, resumed_step=step) if is_driver() else None
+    train = config.train
+    wandb = functools.partial(WandbSink, config.run.directory, project=train.wandb_project, name=config.run.name,
+                              mode=train.wandb_mode, config=config.model_dump(mode="json"))
+    metrics = MetricsLog(config.run.directory, resumed_step=step, loggers=train.loggers, wandb=wandb) \
+        if is_driver() else None
     if validation is not None and is_driver():
         validation.forget_after(step, config.run.directory / VALIDATED)
     if is_driver():  # what this run draws its groups from, and validates on, for the record
