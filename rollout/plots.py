@@ -28,6 +28,7 @@ from rollout.evaluation.charts import default_style, grouped_bars, label_axes, n
 
 SKIPPED = "step skipped: no informative group, no update"
 CURVES = (("reward_mean", "reward mean (informative groups)"), ("pass_rate", "pass rate (scored episodes)"))
+SCORINGS = ("validation_pass_at_1", "heldout_pass_at_1")  # pass@1 of the scorings during training, where run
 
 
 def read_steps(metrics_jsonl: Path) -> list[dict[str, Any]]:
@@ -77,6 +78,12 @@ def learning_curves_figure(rows: Sequence[dict[str, Any]]) -> Figure:
     panels = figure.subplots(2, 1, sharex=True)
     for axes, (key, label) in zip(panels, CURVES, strict=True):
         _curve(axes, rows, key)
+        if key == "pass_rate":  # the scorings during training, on tasks that are not trained on
+            for scored in SCORINGS:
+                points = [row for row in rows if row.get(scored) is not None]
+                if points:
+                    axes.plot([row["step"] for row in points], [row[scored] for row in points], label=scored,
+                              marker="s", linestyle="--", markersize=4)
         for n, step in enumerate(skipped):  # one step wide, the panel's full height, one legend entry
             axes.axvspan(step - 0.5, step + 0.5, color="0.85", linewidth=0, label=SKIPPED if n == 0 else None)
         axes.set_ylim(-0.05, 1.05)

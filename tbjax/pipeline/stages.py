@@ -262,8 +262,10 @@ def run_pipeline(config: Config) -> dict[str, Any]:
         if summary.is_file():
             trained_dir = Path(json.loads(summary.read_text())["export"])
         else:
+            scored = spread_over_templates(heldout, config.evaluate.every_tasks, config.evaluate.seed) \
+                if config.evaluate.every else None  # held-out tasks scored during GRPO
             trained_dir = run_training(grpo_config, load_policy(base_dir, config), base_dir,
-                                       grpo_tasks(grpo_config, heldout + validation), validation)
+                                       grpo_tasks(grpo_config, heldout + validation), validation, scored)
     with stage("evaluate trained"):
         if heldout:
             trained = Campaigns(trained_dir, "trained", config, interpreter)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import PositiveInt
+from pydantic import NonNegativeInt, PositiveInt, model_validator
 
 from envs.session import PromptStyle
 from rollout.task_choice import TaskSource
@@ -69,6 +69,25 @@ class EvaluateSection(Section):
     seed: int = 0
     concurrency: int = 16
     bootstrap_resamples: int = 1000
+    # GRPO steps between scorings of `every_tasks` of the held-out tasks (spread over their templates; k and
+    # seed as above) during training, into metrics.jsonl and the learning curves; 0: before and after GRPO only.
+    # They choose nothing: the export is chosen on the validation split
+    every: NonNegativeInt = 0
+    every_tasks: PositiveInt = 16
+
+    @model_validator(mode="after")
+    def _scoring_during_training_can_act(self) -> EvaluateSection:
+        if self.every_tasks != EvaluateSection.model_fields["every_tasks"].default and not self.every:
+            raise ValueError("evaluate.every_tasks sizes the held-out scorings during GRPO, and evaluate.every=0 "
+                             "runs none: set evaluate.every, or drop evaluate.every_tasks")
+        if self.every and not self.tasks:
+            raise ValueError(f"evaluate.every={self.every} scores held-out tasks during GRPO, and evaluate.tasks=0 "
+                             "holds none out: set evaluate.tasks (the pipeline's held-out split), or drop "
+                             "evaluate.every")
+        if self.every and self.every_tasks > self.tasks:
+            raise ValueError(f"evaluate.every_tasks={self.every_tasks} exceeds the {self.tasks} held-out tasks "
+                             "(evaluate.tasks): give at most that many")
+        return self
 
 
 class ValidationSection(Section):

@@ -61,9 +61,9 @@ log = logging.getLogger(__name__)
 
 
 def run_training(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
-                 validation_tasks: list[Task] | None = None) -> Path:
+                 validation_tasks: list[Task] | None = None, heldout_tasks: list[Task] | None = None) -> Path:
     """A run set up (or resumed) by tbjax.trainer.run_setup, trained to its last step; its final HF export."""
-    return asyncio.run(run_steps(build_run(config, model, model_dir, tasks, validation_tasks)))
+    return asyncio.run(run_steps(build_run(config, model, model_dir, tasks, validation_tasks, heldout_tasks)))
 
 
 async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
@@ -105,8 +105,9 @@ async def _train(run: Run, opener: SessionOpener | None) -> Path:
                 raise
             validated = await _validate(run, opener)
             best = validated or best
+            heldout = await _score_heldout(run, opener)
             if run.metrics is not None and metrics is not None:
-                run.metrics.write({**metrics, **validated})
+                run.metrics.write({**metrics, **validated, **heldout})
     finally:
         if producer is not None:  # a failed step leaves batches produced ahead running
             await producer.close()
@@ -183,8 +184,8 @@ def _drains(run: Run, step: int) -> bool:
     """Whether exact mode drains at `step`: no batch is in flight when its checkpoint is written, and its
     validation scores step `step`'s weights."""
     final = step == run.config.train.steps
-    validation = run.validation is not None and run.validation.due(step, final)
-    return run.checkpointer.due(step, final) or validation
+    scored = any(s is not None and s.due(step, final) for s in (run.validation, run.heldout))
+    return run.checkpointer.due(step, final) or scored
 
 
 def _task_stream(run: Run) -> Iterator[Task]:
@@ -454,6 +455,15 @@ async def _validate(run: Run, opener: SessionOpener | None) -> dict[str, Any]:
     if run.step == 0 and run.metrics is not None:
         console.print(f"validation at the start: pass@1 {verdict.score:.3f}")
     return {"validation_pass_at_1": verdict.score, "validation_best_step": verdict.best_step}
+
+
+async def _score_heldout(run: Run, opener: SessionOpener | None) -> dict[str, Any]:
+    """Scores the served policy on the held-out subset where a scoring is due at this step (evaluate.every);
+    the step's `heldout_pass_at_1`, or {} where none ran. It chooses nothing."""
+    heldout = run.heldout
+    if heldout is None or not heldout.due(run.step, run.step == run.config.train.steps):
+        return {}
+    return {"heldout_pass_at_1": (await heldout.score(run.step, run.engine, run.interpreter, opener)).score}
 
 
 def _policy(run: Run) -> Qwen:

@@ -67,6 +67,7 @@ class MetricsLog:
         errors = sum(m.get("system_errors", {}).values())
         validated = (f" | validation {m['validation_pass_at_1']:.3f} (best: step {m['validation_best_step']})"
                      if "validation_pass_at_1" in m else "")
+        validated += f" | held-out {m['heldout_pass_at_1']:.3f}" if "heldout_pass_at_1" in m else ""
         return (f"step {m['step']:>4} | pass {reward}{validated} | groups {m['groups_informative']} kept "
                 f"{m['groups_dropped']} dropped {m['groups_refilled']} refilled | sys-err {errors} | {update} | "
                 f"{m['rollout_tokens_per_s']:.0f} tok/s | rollout {m['time_rollout_s']:.1f}s update "

@@ -68,6 +68,7 @@ class Run:
     alarm: MismatchAlarm | None = None  # train.mismatch_alarm
     refit: RefitCheck | None = None  # train.refit_probe (tbjax.trainer.refit_check)
     validation: Validation | None = None  # validation.tasks > 0 (tbjax.trainer.validation)
+    heldout: Validation | None = None  # evaluate.every > 0: held-out tasks scored during training
     deltas: DeltaPublisher | None = None  # rollout.publish_delta (tbjax.models.hf.delta)
 
     @property
@@ -90,7 +91,7 @@ def refuse_shared_replica_hosts(config: Config) -> None:
 
 
 def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | None = None,
-              validation_tasks: list[Task] | None = None) -> Run:
+              validation_tasks: list[Task] | None = None, heldout_tasks: list[Task] | None = None) -> Run:
     """Sets up (or resumes) a run; `tasks` overrides the configured task set (tests, custom curricula), which
     may hold no benchmark task either. With `validation.tasks`, `validation_tasks` is the validation split (the
     pipeline carves it before the warm start); None carves it out of the tasks here."""
@@ -104,7 +105,14 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
         if validation_tasks is None:
             tasks, validation_tasks = carve(tasks, config.validation.tasks, config.validation.seed)
         tasks = without_heldout(tasks, validation_tasks)  # a validation task never trains, whoever chose the pool
-        validation = Validation(validation_tasks, config, config.run.directory / "validation")
+        validation = Validation.split(validation_tasks, config, config.run.directory / "validation")
+    heldout = None
+    if config.evaluate.every:
+        if heldout_tasks is None:
+            raise ValueError("evaluate.every scores held-out tasks during GRPO: give build_run the heldout_tasks "
+                             "(the pipeline gives a subset of its held-out split)")
+        tasks = without_heldout(tasks, heldout_tasks)  # a held-out task never trains
+        heldout = Validation.heldout(heldout_tasks, config, config.run.directory / "heldout")
     checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
                                 keep=config.train.keep_checkpoints)
     # On the update's own shardings from the start: one compilation, and a restore lands there directly (with
@@ -130,9 +138,12 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
         if is_driver() else None
     if validation is not None and is_driver():
         validation.forget_after(step, config.run.directory / VALIDATED)
+    if heldout is not None and is_driver():
+        heldout.forget_after(step, config.run.directory / VALIDATED)
     if is_driver():  # what this run draws its groups from, and validates on, for the record
         record = {"tasks": [t.id for t in tasks], **({"validation": [t.id for t in validation.tasks]}
-                                                      if validation is not None else {})}
+                                                      if validation is not None else {}),
+                  **({"heldout": [t.id for t in heldout.tasks]} if heldout is not None else {})}
         (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
     return Run(config=config, trainer=trainer, state=state, engine=engine, interpreter=interpreter, tasks=tasks,
                iterator=iterator, checkpointer=checkpointer, metrics=metrics, model_dir=model_dir, step=step,
@@ -140,6 +151,7 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
                handover=Handover.for_placement(config.rollout.placement, engine),
                mismatch=MismatchMeter(trainer) if config.train.mismatch_stats else None,
                alarm=_mismatch_alarm(config), refit=_refit_check(config, trainer, model), validation=validation,
+               heldout=heldout,
                deltas=DeltaPublisher(config.rollout.publish_delta, config.rollout.publish_full_every)
                if config.rollout.publish_delta != "off" else None)
 

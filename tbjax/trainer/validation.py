@@ -7,6 +7,10 @@ noisy trajectory. The validation tasks are instances of the training templates c
 anything trains on it (`rollout.task_choice.carve`), so choosing a step on them leaves the held-out evaluation
 unbiased.
 
+The same machinery scores a fixed subset of the held-out tasks every `evaluate.every` steps (`Validation.heldout`):
+a learning curve on tasks nothing trains or selects on, reported beside the others and never used to choose a
+step (that would make the held-out evaluation a validation).
+
 Every scoring is an evaluation campaign of its own under `<run>/validation/step<N>/` (rollout.evaluate's files:
 trials.jsonl, summary.json, report.md), with the same tasks and the same sampling seeds at every step, so two
 steps' scores differ by the policy, not the draw. The scores are read back from those files, which is how a
@@ -52,7 +56,25 @@ class Verdict:
 class Validation:
     tasks: list[Task]
     config: Config
-    directory: Path  # <run>/validation
+    directory: Path  # <run>/validation (<run>/heldout)
+    k: int  # trials per task
+    seed: int  # the trials' sampling seeds
+    every: int  # steps between scorings
+    label: str = "validation"
+    first: int = 0  # the first step scored (0: the start too)
+
+    @classmethod
+    def split(cls, tasks: list[Task], config: Config, directory: Path) -> Validation:
+        """The validation split's scorings (validation.k, .seed, .every), from the start on."""
+        v = config.validation
+        return cls(tasks, config, directory, v.k, v.seed, v.every)
+
+    @classmethod
+    def heldout(cls, tasks: list[Task], config: Config, directory: Path) -> Validation:
+        """Held-out tasks scored during training (evaluate.k, .seed, .every) after the start, which the base
+        policy's evaluation already scores."""
+        e = config.evaluate
+        return cls(tasks, config, directory, e.k, e.seed, e.every, "held-out", first=1)
 
     def forget_after(self, step: int, validated: Path) -> None:
         """Removes the scorings, and best steps' weights under `validated`, of steps after `step`: a run resumed
@@ -64,7 +86,7 @@ class Validation:
                     shutil.rmtree(path)
 
     def due(self, step: int, final: bool) -> bool:
-        return step % self.config.validation.every == 0 or final
+        return step >= self.first and (step % self.every == 0 or final)
 
     def campaign(self, step: int) -> Path:
         return self.directory / f"step{step}"
@@ -74,7 +96,7 @@ class Validation:
         scores = {}
         for summary in self.directory.glob("step*/summary.json"):
             data = json.loads(summary.read_text())
-            if data.get("tasks") == len(self.tasks) and data.get("k") == self.config.validation.k:
+            if data.get("tasks") == len(self.tasks) and data.get("k") == self.k:
                 scores[int(summary.parent.name.removeprefix("step"))] = float(data[SCORE])
         return scores
 
@@ -93,10 +115,9 @@ class Validation:
         return Verdict(int(values[0]), float(values[1]), int(values[2]))
 
     async def _run(self, step: int, engine: Any, interpreter: Interpreter, opener: SessionOpener | None) -> float:
-        v = self.config.validation
         runner = token_trial_runner(engine, interpreter, model=f"step{step}", config=self.config.episode,
-                                    opener=opener, seed=v.seed)
-        summary = await evaluate(self.tasks, runner, out=self.campaign(step), k=v.k, resume=True,
+                                    opener=opener, seed=self.seed)
+        summary = await evaluate(self.tasks, runner, out=self.campaign(step), k=self.k, resume=True,
                                  concurrency=self.config.groups.max_concurrency,
-                                 title=f"validation at step {step}, {len(self.tasks)} tasks x {v.k} trials")
+                                 title=f"{self.label} at step {step}, {len(self.tasks)} tasks x {self.k} trials")
         return float(summary[SCORE])

@@ -1,6 +1,7 @@
 """Validation during GRPO, through the real loop: the split is carved out of the pool, scored at the start,
 every `validation.every` steps and at the end with the same seeds, the export is the best-scored step's
-weights, and a resumed run keeps its scores instead of redoing them."""
+weights, and a resumed run keeps its scores instead of redoing them. Held-out tasks scored during training
+(evaluate.every) leave the pool, are scored and plotted, and choose nothing."""
 
 import asyncio
 import json
@@ -12,6 +13,7 @@ import yaml
 from flax import nnx
 
 from envs import load_tasks
+from rollout.plots import learning_curves_figure, read_steps
 from tbjax.config import load_config
 from tbjax.models import from_pretrained
 from tbjax.sections.tasks import ValidationSection
@@ -78,3 +80,39 @@ def test_among_equal_scores_the_latest_step_is_the_best(tmp_path) -> None:
         (campaign / "summary.json").write_text(json.dumps({"tasks": 3, "k": 2, "pass@1": score}))
     verdicts = [asyncio.run(validation.score(step, None, None, None)) for step in (4, 8, 12)]
     assert [(v.best_step, v.new_best) for v in verdicts] == [(4, True), (8, True), (8, False)]
+
+
+@pytest.mark.slow
+def test_held_out_tasks_scored_during_training_never_train_and_choose_nothing(tiny_dir, tmp_path):
+    """evaluate.every: two of the pool's tasks given as held-out are scored after steps 2 and 3 (not at the
+    start, which the base evaluation scores), into metrics.jsonl and the learning curves; they leave the pool
+    and no batch draws them; the export stays the last step's (no validation split)."""
+    model_dir = tiny_dir("qwen3")
+    tasks = signal_tasks(model_dir)
+    config = config_for(tmp_path, 3, "evaluate.tasks=2", "evaluate.every=2", "evaluate.every_tasks=2",
+                        "evaluate.k=2")
+    run = build_run(config, from_pretrained(model_dir), model_dir, tasks=tasks, heldout_tasks=tasks[:2])
+    asyncio.run(run_steps(run, opener=brief_session))
+    run_dir = tmp_path / "resume"
+    assert {p.parent.name for p in (run_dir / "heldout").glob("*/trials.jsonl")} == {"step2", "step3"}
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    scored = {line["step"]: line.get("heldout_pass_at_1") for line in lines}
+    assert scored[1] is None and all(0.0 <= scored[s] <= 1.0 for s in (2, 3))
+    for step in (2, 3):
+        summary = json.loads((run_dir / "heldout" / f"step{step}" / "summary.json").read_text())
+        assert (summary["tasks"], summary["k"], summary["pass@1"]) == (2, 2, scored[step])
+    heldout = {t.id for t in tasks[:2]}
+    pool = yaml.safe_load((run_dir / "tasks.yaml").read_text())
+    assert set(pool["heldout"]) == heldout and not heldout & set(pool["tasks"])
+    assert not heldout & {group["task"] for line in lines for group in line["groups"]}
+    assert json.loads((run_dir / "summary.json").read_text())["export"].endswith("export/v3")
+    rows = read_steps(run_dir / "metrics.jsonl")
+    labels = [line.get_label() for line in learning_curves_figure(rows).axes[1].get_lines()]
+    assert "heldout_pass_at_1" in labels
+
+
+def test_held_out_scorings_need_held_out_tasks() -> None:
+    with pytest.raises(ValueError, match="evaluate.tasks=0 holds none out"):
+        load_config(overrides=["evaluate.tasks=0", "evaluate.every=2"])
+    with pytest.raises(ValueError, match="evaluate.every=0 runs none"):
+        load_config(overrides=["evaluate.every_tasks=4"])
