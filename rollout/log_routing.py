@@ -36,6 +36,19 @@ class _Shown(logging.Filter):
         return any(record.name == name or record.name.startswith(f"{name}.") for name in self.own)
 
 
+class _Terminal(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record comes, not the one there when it was made (a test's
+    capture, or a redirection, may have replaced and closed that one since)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: object) -> None:
+        pass
+
+
 def route_logs(log_file: Path | None, *, verbose: bool = False, own: Sequence[str] = ()) -> None:
     """Gives the root logger its handlers: the terminal (stderr) shows warnings, errors and the INFO records of
     the loggers in `own` (everything with `verbose`); `log_file` (created with its directory, appended to;
@@ -46,7 +59,7 @@ def route_logs(log_file: Path | None, *, verbose: bool = False, own: Sequence[st
         root.removeHandler(handler)
         handler.close()
     root.setLevel(logging.INFO)
-    terminal = logging.StreamHandler(sys.stderr)
+    terminal = _Terminal()
     terminal.setFormatter(logging.Formatter(TERMINAL_FORMAT))
     if not verbose:
         terminal.addFilter(_Shown(own))

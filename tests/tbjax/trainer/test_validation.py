@@ -73,7 +73,7 @@ def test_among_equal_scores_the_latest_step_is_the_best(tmp_path) -> None:
     reads steps 0, 4 and 8 tied (and 12 lower) from its campaigns' summaries exports step 8."""
     tasks = load_tasks("library")[:3]
     config = load_config(None, ["validation.tasks=3", "validation.k=2"])
-    validation = Validation(tasks, config, tmp_path / "validation")
+    validation = Validation.split(tasks, config, tmp_path / "validation")
     for step, score in ((0, 0.5), (4, 0.75), (8, 0.75), (12, 0.25)):
         campaign = validation.campaign(step)
         campaign.mkdir(parents=True)
