@@ -4,9 +4,8 @@ engine, made to answer after random delays, while the update runs in a thread be
 Eager mode, each refresh swapping the engine's weights between turns: no consumed episode is staler than the
 bound, each step's histogram sums to its episodes and agrees with the versions the engine reported, the
 update never touches a buffer the engine serves (a deleted one would raise), the re-prefilled tokens are
-counted, and a resumed run samples again the batch in flight at its checkpoint, counted. Exact mode: a
-resumed run equals the uninterrupted one bit for bit, and so does a rerun under other random delays.
-Colocated placement is refused."""
+counted, and a resumed run samples again the batch in flight at its checkpoint, counted. Exact mode: a run
+under random delays and a resumed run without them agree bit for bit. Colocated placement is refused."""
 
 import asyncio
 import json
@@ -47,7 +46,8 @@ def delayed_generations(engine, seed: int) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_batches_ahead_stay_within_the_bound_while_the_update_runs_beside_them(tiny_dir, tmp_path) -> None:
-    """Two batches ahead (max_staleness=2); one ahead runs across 3 processes (test_multiprocess.py)."""
+    """Two batches ahead (max_staleness=2), eager; then a resume from step 2 (exact mode with one batch ahead runs
+    across 3 processes: test_multiprocess.py)."""
     max_staleness, seed = 2, 1
     model_dir = tiny_dir("qwen3")
     config = config_for(tmp_path, STEPS, f"rollout.max_staleness={max_staleness}", "rollout.async_mode=eager",
@@ -75,47 +75,37 @@ def test_batches_ahead_stay_within_the_bound_while_the_update_runs_beside_them(t
     assert all(record["groups_replayed"] == 0 for record in records)
     swapped = [turns for turns in versions.values() if len(set(turns)) > 1]  # a refresh between two turns
     assert (sum(record["tokens_reprefilled"] for record in records) > 0) == bool(swapped)
+    # killed between the checkpoints of steps 2 and 3, with batch 2 in flight at step 2's: the resumed run
+    # samples it again from the draws it started at, and its record says so
+    checkpoints = tmp_path / "resume" / "checkpoints"
+    saved = json.loads((checkpoints / "2" / "record" / "metadata").read_text())
+    assert list(saved["in_flight"]) == ["2"] and saved["in_flight"]["2"] == saved["draws"]
+    shutil.rmtree(checkpoints / "3")
+    resumed = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
+    asyncio.run(run_steps(resumed, opener=brief_session))
+    last = metric_lines(tmp_path)[-1]
+    assert last["step"] == 3 and last["groups_replayed"] == len(last["groups"]) > 0
 
 
 @pytest.mark.slow
 def test_exact_mode_repeats_itself_and_resumes_bit_for_bit(tiny_dir, tmp_path) -> None:
     """One batch ahead, a checkpoint every 2 steps: batches 1 and 3 are sampled under the weights of steps 0
-    and 2 (stale by one), batches 0 and 2 after the drain; the same under other random delays, and resumed
-    from step 2."""
+    and 2 (stale by one), batches 0 and 2 after the drain. A run under random delays and one without them,
+    killed after step 2 and resumed, agree bit for bit."""
     model_dir = tiny_dir("qwen3")
     overrides = ("rollout.max_staleness=1", "train.checkpoint_every=2", "episode.max_turns=2")
-    runs = {}
-    for name, seed in (("a", 1), ("b", 2)):
-        config = config_for(tmp_path / name, 4, *overrides)
-        runs[name] = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
-        delayed_generations(runs[name].engine, seed)
-        asyncio.run(run_steps(runs[name], opener=brief_session))
-    train_for(model_dir, tmp_path / "c", 2, *overrides)  # "killed" after step 2 ...
-    runs["c"] = train_for(model_dir, tmp_path / "c", 4, *overrides)  # ... and started again
-    straight = metric_lines(tmp_path / "a")
-    assert [line["staleness"].keys() for line in straight] == [{"0"}, {"1"}, {"0"}, {"1"}]
-    assert any(not line["skipped"] for line in straight)
-    for name in "bc":
-        assert metric_lines(tmp_path / name) == straight
-        for a, b in zip(jax.tree.leaves(runs["a"].state.params), jax.tree.leaves(runs[name].state.params),
-                        strict=True):
-            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-
-
-@pytest.mark.slow
-def test_an_eager_resume_samples_the_batch_in_flight_again_and_counts_it(tiny_dir, tmp_path) -> None:
-    """Killed between the checkpoints of steps 2 and 3 (step 3's removed), with batch 2 in flight at step 2's:
-    the resumed run samples batch 2 again from the draws it started at, and its record says so."""
-    model_dir = tiny_dir("qwen3")
-    overrides = ("rollout.max_staleness=1", "rollout.async_mode=eager")
-    train_for(model_dir, tmp_path, 3, *overrides)
-    checkpoints = tmp_path / "resume" / "checkpoints"
-    record = json.loads((checkpoints / "2" / "record" / "metadata").read_text())
-    assert list(record["in_flight"]) == ["2"] and record["in_flight"]["2"] == record["draws"]
-    shutil.rmtree(checkpoints / "3")
-    train_for(model_dir, tmp_path, 3, *overrides)
-    last = metric_lines(tmp_path)[-1]
-    assert last["step"] == 3 and last["groups_replayed"] == len(last["groups"]) > 0
+    config = config_for(tmp_path / "a", 4, *overrides)
+    straight = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
+    delayed_generations(straight.engine, seed=1)
+    asyncio.run(run_steps(straight, opener=brief_session))
+    train_for(model_dir, tmp_path / "c", 2, *overrides)  # undelayed, "killed" after step 2 ...
+    resumed = train_for(model_dir, tmp_path / "c", 4, *overrides)  # ... and started again
+    lines = metric_lines(tmp_path / "a")
+    assert [line["staleness"].keys() for line in lines] == [{"0"}, {"1"}, {"0"}, {"1"}]
+    assert any(not line["skipped"] for line in lines)
+    assert metric_lines(tmp_path / "c") == lines
+    for a, b in zip(jax.tree.leaves(straight.state.params), jax.tree.leaves(resumed.state.params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_keeping_the_cache_is_refused_where_the_engine_cannot() -> None:
