@@ -19,9 +19,11 @@ import sys
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
+from typing import get_args
 
 from envs import open_session
 from envs.chat_endpoint import ChatClient, ChatEndpointConfig
+from envs.session import PromptStyle
 from envs.users.llm import LlmUser
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import EpisodeConfig, SessionOpener
@@ -48,6 +50,12 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--base-url", help="openai: e.g. https://api.example.com/v1")
     group.add_argument("--api-key-env", help="openai: NAME of the environment variable holding the API key")
     group.add_argument("--model-name", help="name recorded in the trial records (default from the engine flags)")
+    group.add_argument("--seed", type=int, help="sampling seeds: trial i of a task samples with a seed derived from "
+                       "(seed, task, i), so two policies face the same draws and a rerun repeats itself on engines "
+                       "that honour seeds (default: the engine's own randomness); token-level engines only")
+    group.add_argument("--prompt", choices=get_args(PromptStyle), default="full",
+                       help="the built-in domains' instructions: full (policy and tool schemas) or compact (the "
+                            "domain's one-line description, as the laptop default trains with)")
     episode = parser.add_argument_group("episode")
     for name, default in vars(EpisodeConfig()).items():
         episode.add_argument(f"--{name.replace('_', '-')}", type=type(default),
@@ -80,15 +88,16 @@ def embedded_max_len(server_args: str) -> int:
 
 
 def session_opener(args: argparse.Namespace) -> SessionOpener | None:
-    """The LLM user when --user-base-url is given, else None (the episode's default: scripted user)."""
+    """The built-in domains' sessions in the --prompt style, with the LLM user when --user-base-url is given;
+    None where the episode's default (scripted user, full prompt) is what the flags ask for."""
     if not args.user_base_url:
-        return None
+        return None if args.prompt == "full" else partial(open_session, prompt=args.prompt)
     if not args.user_model:
         raise SystemExit("--user-base-url needs --user-model (the user simulator's model name)")
     client = ChatClient.from_config(ChatEndpointConfig(base_url=args.user_base_url, model=args.user_model,
                                                        api_key_env=args.user_api_key_env))
     temperature = USER_TEMPERATURE if args.user_temperature is None else args.user_temperature
-    return partial(open_session, user=lambda scenario: LlmUser(scenario, client, temperature))
+    return partial(open_session, user=lambda scenario: LlmUser(scenario, client, temperature), prompt=args.prompt)
 
 
 def model_name(args: argparse.Namespace) -> str:
@@ -134,8 +143,14 @@ async def trial_runner_from_flags(args: argparse.Namespace, opener: SessionOpene
     """The trial runner the flags describe (episodes opened by `opener`, e.g. a suite's, else by the built-in
     domains' opener with the user the flags name); servers and clients it starts are stopped on exit."""
     config, name = episode_config(args), model_name(args)
+    if opener is not None and args.prompt != "full":
+        raise SystemExit(f"--prompt {args.prompt} styles the built-in domains' instructions, and this suite opens "
+                         "its own sessions: drop --prompt")
     opener = opener or session_opener(args)
     if args.engine == "openai":
+        if args.seed is not None:
+            raise SystemExit("--seed seeds token-level sampling; an API model (--engine openai) takes no seed here: "
+                             "drop --seed")
         if not (args.base_url and args.model):
             raise SystemExit("--engine openai needs --base-url and --model (and --api-key-env if it needs a key)")
         endpoint = ChatEndpointConfig(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env,
@@ -166,7 +181,7 @@ async def trial_runner_from_flags(args: argparse.Namespace, opener: SessionOpene
     try:
         interpreter = Interpreter.from_pretrained(tokenizer, tool_call_format=args.tool_call_format)
         engine = SGLangEngine.from_urls(urls, vocab_size=served_vocab_size(tokenizer, len(interpreter.tokenizer)))
-        yield token_trial_runner(engine, interpreter, model=name, config=config, opener=opener)
+        yield token_trial_runner(engine, interpreter, model=name, config=config, opener=opener, seed=args.seed)
     finally:
         if engine is not None:
             await engine.close()

@@ -8,6 +8,7 @@ import asyncio
 import json
 import time
 
+import httpx
 import pytest
 
 from envs import load_tasks, write_jsonl
@@ -72,6 +73,31 @@ def test_cli_evaluates_ten_tasks_four_trials(policy_dir, server_url, tmp_path):
     for plot in ("domains.png", "successes.png"):
         assert (out / plot).read_bytes().startswith(b"\x89PNG")
     print(f"\n10 tasks x 4 trials through tbjax.serve: {seconds:.1f} s")
+
+
+def test_seed_repeats_a_campaign_and_prompt_picks_the_instructions(policy_dir, server_url, tmp_path):
+    """--seed: the same campaign twice, the server's prefix cache flushed before each, gives the same trials;
+    --prompt compact gives the built-in domains' one-line instructions (far fewer prompt tokens)."""
+    tasks_file = tmp_path / "tasks.jsonl"
+    write_jsonl(load_tasks(domain="telecom", split="train")[:2], tasks_file)
+
+    def campaign(name: str, *flags: str) -> dict:
+        assert httpx.post(f"{server_url}/flush_cache").status_code == 200
+        out = tmp_path / name
+        assert evaluate.main(["--engine", "sglang", "--url", server_url, "--tokenizer", str(policy_dir), "--tasks",
+                              str(tasks_file), "--k", "2", "--out", str(out), "--concurrency", "1", *EPISODE_FLAGS,
+                              *flags]) == 0
+        return {r.key: r.model_dump(exclude={"seconds"}) for r in read_records(out / "trials.jsonl")}
+
+    compact = campaign("a", "--seed", "7", "--prompt", "compact")
+    assert campaign("b", "--seed", "7", "--prompt", "compact") == compact
+    full = campaign("full", "--seed", "7")
+    assert compact.keys() == full.keys() and len(compact) == 4
+    assert all(compact[k]["usage"]["prompt_tokens"] < full[k]["usage"]["prompt_tokens"] / 2 for k in compact)
+    with pytest.raises(SystemExit, match="drop --seed"):
+        asyncio.run(engine_flags.trial_runner_from_flags(evaluate.parse_args(
+            ["--engine", "openai", "--base-url", "http://127.0.0.1:1", "--model", "m", "--out", "x",
+             "--seed", "1"])).__aenter__())
 
 
 class CountingRunner:
