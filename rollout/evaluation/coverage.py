@@ -17,6 +17,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from rollout.evaluation.summary import campaign_k
 from rollout.records import TrialRecord, atomic_write, read_records
 
 SET_ASIDE_FILE = "system_errors.jsonl"  # system-error records taken out of a campaign's trial file to retry
@@ -32,11 +33,8 @@ def coverage(records: Sequence[TrialRecord], expected: Collection[tuple[str, int
     task, k the most recorded for one), how many have no record, how many are system errors, and `exact` when
     neither happened; `set_aside`: system errors taken out to retry so far."""
     if expected is None:
-        per_task: dict[str, int] = {}
-        for record in records:
-            per_task[record.task_id] = per_task.get(record.task_id, 0) + 1
-        k = max(per_task.values(), default=0)
-        expected = {(task, trial) for task in per_task for trial in range(k)}
+        k = campaign_k(records)
+        expected = {(task, trial) for task in {r.task_id for r in records} for trial in range(k)}
     recorded = {r.key for r in records}
     missing = sum(1 for key in expected if key not in recorded)
     errors = sum(1 for r in records if r.system_error is not None and r.key in expected)

@@ -30,8 +30,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from flax import nnx
-
 from envs import Task
 from rollout.batch_producer import BatchProducer, ConsumedBatch, Landing
 from rollout.engines.sglang import SGLangEngine
@@ -42,17 +40,18 @@ from rollout.trajectory import Trajectory
 from tbjax.config import Config
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import Qwen
-from tbjax.models.hf.versions import publish_adapter, publish_weights, version_dir
-from tbjax.models.lora import adapters_spec, merge_adapters
+from tbjax.models.hf.versions import publish_weights, version_dir
+from tbjax.models.lora import merge_adapters
 from tbjax.parallel.distributed import is_driver
 from tbjax.trainer.checkpoint import Checkpointer, CheckpointWriteError
-from tbjax.trainer.lockstep import engine_model, share_batch
+from tbjax.trainer.lockstep import share_batch
 from tbjax.trainer.metrics_log import console
 from tbjax.trainer.packing import PackedBatch, batch_from_groups
-from tbjax.trainer.refit_check import Expected
+from tbjax.trainer.produced_ahead import drains, overlap_record, pinned_step
 from tbjax.trainer.run_setup import VALIDATED, Run, build_run, task_manifest_hash
 from tbjax.trainer.suite_setup import configured_opener
 from tbjax.trainer.task_stream import ByKindStream
+from tbjax.trainer.weight_refresh import refresh, staged_refresh, verify_refit
 
 T = TypeVar("T")
 SAVE_WATCH_S = 1.0  # how often a step looks at the save it overlaps
@@ -91,8 +90,8 @@ async def _train(run: Run, opener: SessionOpener | None) -> Path:
         if config.rollout.max_staleness:
             producer = _producer(run, scheduler, batch_step)
     if run.step and config.rollout.engine == "sglang":
-        await _refresh(run, str(run.step))  # servers start from the base checkpoint
-        await _verify_refit(run)
+        await refresh(run, str(run.step))  # servers start from the base checkpoint
+        await verify_refit(run)
     run.handover.start(run)
     best = await _validate(run, opener)  # the start (step 0), or a resumed step's scoring cut short
     try:
@@ -161,31 +160,15 @@ def _episode_runner(run: Run, engine: JaxEngine | SGLangEngine, opener: SessionO
 
 def _producer(run: Run, scheduler: GroupScheduler[Task], batch_step: BatchStep) -> BatchProducer[Task]:
     """Batches from the run's step to its last, produced ahead within rollout.max_staleness; in exact mode each
-    pinned to the weights `_pinned_step` names."""
+    pinned to the weights `pinned_step` names."""
     async def produce(index: int) -> Batch[Task]:
         batch_step.producing = index
         return await scheduler.next_batch()
     exact = run.config.rollout.async_mode == "exact"
     return BatchProducer(produce, lambda: scheduler.draws, max_staleness=run.config.rollout.max_staleness,
                          first=run.step, last=run.config.train.steps - 1, served=run.step,
-                         pinned=functools.partial(_pinned_step, run, run.step) if exact else None,
+                         pinned=functools.partial(pinned_step, run, run.step) if exact else None,
                          replaying=run.in_flight_at_resume)
-
-
-def _pinned_step(run: Run, first: int, index: int) -> int:
-    """Exact mode: the step whose weights sample batch `index` (of a run started at step `first`): max_staleness
-    steps before, or the latest drain point (the start, a checkpoint, a validation) where that is newer. A run
-    resumed from a checkpoint then samples every batch under the weights the uninterrupted run did."""
-    lag = max(first, index - run.config.rollout.max_staleness)
-    return max([step for step in range(lag + 1, index + 1) if _drains(run, step)], default=lag)
-
-
-def _drains(run: Run, step: int) -> bool:
-    """Whether exact mode drains at `step`: no batch is in flight when its checkpoint is written, and its
-    validation scores step `step`'s weights."""
-    final = step == run.config.train.steps
-    scored = any(s is not None and s.due(step, final) for s in (run.validation, run.heldout))
-    return run.checkpointer.due(step, final) or scored
 
 
 def _task_stream(run: Run) -> Iterator[Task]:
@@ -228,21 +211,8 @@ async def run_step(run: Run, scheduler: GroupScheduler | None,
     if run.config.grpo.overlong != "none":  # shaped or masked by grpo.overlong
         record["episodes_cut"] = sum(cut_short(t) for g in batch.groups for t in g.trajectories)
     if consumed is not None and producer is not None:
-        record |= _overlap_record(consumed, producer.busy_seconds() - engines_busy, sum(clock.seconds.values()))
+        record |= overlap_record(consumed, producer.busy_seconds() - engines_busy, sum(clock.seconds.values()))
     return record
-
-
-def _overlap_record(consumed: ConsumedBatch[Task], engines_busy_s: float, step_s: float) -> dict[str, Any]:
-    """What a step's record adds when batches are produced ahead: the consumed episodes by staleness, the
-    groups dropped as too stale, the prompt tokens prefilled again because a refresh emptied the cache that
-    held them, the groups sampled again after a resume, and the fractions of the step the trainer waited for
-    its batch and no batch was being produced."""
-    episodes = [t for g in consumed.batch.scored for t in g.trajectories]
-    return {"staleness": {str(k): n for k, n in consumed.staleness.items()}, "groups_too_stale": consumed.too_old,
-            "tokens_reprefilled": sum(t.reprefilled_tokens for t in episodes),
-            "groups_replayed": len(consumed.batch.scored) if consumed.replayed else 0,
-            "trainer_idle_fraction": consumed.waited_s / step_s if step_s else 0.0,
-            "engine_idle_fraction": max(0.0, 1.0 - engines_busy_s / step_s) if step_s else 0.0}
 
 
 class StepClock:
@@ -324,17 +294,17 @@ async def _publish_step(run: Run, producer: BatchProducer[Task] | None, new_weig
     landings: list[Landing] = []
     if new_weights and exact:
         async def stage() -> None:
-            landings.append(await _staged_refresh(run, str(run.step)))
+            landings.append(await staged_refresh(run, str(run.step)))
         await run.handover.to_engines(run, stage)
     elif new_weights:
-        await run.handover.to_engines(run, functools.partial(_refresh, run, str(run.step)))
-        refit = await _verify_refit(run)
+        await run.handover.to_engines(run, functools.partial(refresh, run, str(run.step)))
+        refit = await verify_refit(run)
     if producer is None:
         return refit
     producer.updated(run.step, new_weights=new_weights, landing=landings[0] if landings else None)
     if not exact:
         return refit
-    if _drains(run, run.step):
+    if drains(run, run.step):
         await producer.serve(run.step)
     return producer.landed()
 
@@ -362,69 +332,6 @@ def step_record(step: int, batch: Batch, update: dict[str, Any], seconds: dict[s
                     "kept": g.informative} for g in batch.scored],
         **seconds,
     }
-
-
-def _stage(run: Run, version: str) -> Callable[[], Awaitable[None]]:
-    """Puts the new weights where the engine takes them from: a copy on the driver for the embedded engine,
-    published files for servers. Every process takes part (gathers are collective, and host replicas are
-    written by every process). Returns the driver's call that makes the engine serve them (a no-op elsewhere)."""
-    rollout = run.config.rollout
-    if rollout.engine == "embedded":
-        model = engine_model(run.trainer, run.state.params, copy=rollout.max_staleness > 0)
-        if isinstance(run.engine, JaxEngine):
-            return functools.partial(run.engine.set_state, nnx.state(model), version)
-        return _nothing
-    root = rollout.publish_root(run.config.run.name, run.directory)
-    policy = run.trainer.model_for(run.state.params)
-    if run.trainer.lora:  # the adapters alone reach the servers
-        path = publish_adapter(policy, adapters_spec(policy), root / "adapters", version,
-                               base_model=str(run.model_dir), replicas=rollout.publish_replicas,
-                               keep=rollout.publish_keep)
-        if isinstance(run.engine, SGLangEngine):
-            return functools.partial(run.engine.update_adapter, str(path), version)
-    else:
-        publish = run.deltas.publish if run.deltas is not None else publish_weights  # a delta or a whole version
-        path = publish(policy, root / "weights", version, tokenizer_dir=run.model_dir,
-                       replicas=rollout.publish_replicas, keep=rollout.publish_keep)
-        if run.engine is not None:
-            return functools.partial(run.engine.update_weights, str(path), version)
-    return _nothing
-
-
-async def _nothing() -> None:
-    """What a process without the engine does to make it serve new weights."""
-
-
-async def _refresh(run: Run, version: str) -> None:
-    """Publishes the new weights, then takes the refit probe's expected log-probs: the trainer's under them,
-    while its parameters are on the devices (colocated runs move them to host memory right after)."""
-    await _stage(run, version)()
-    if run.refit is not None:
-        run.refit.expect(run.state.params, version)
-
-
-async def _staged_refresh(run: Run, version: str) -> Landing:
-    """Exact mode: `_refresh`'s collective part now (the weights staged, the probe's expected log-probs taken),
-    and what makes the engine serve them and checks that it does, for the producer to land later."""
-    serve = _stage(run, version)
-    expected = run.refit.expect(run.state.params, version) if run.refit is not None else None
-
-    async def landing() -> dict[str, float]:
-        await serve()
-        return await _verify_refit(run, expected)
-    return landing
-
-
-async def _verify_refit(run: Run, expected: Expected | None = None) -> dict[str, float]:
-    """The driver has the engine score the probe (against `expected`, else the last publish's): its largest
-    difference, or a RefitError."""
-    if run.refit is None or run.engine is None:
-        return {}
-    expected = expected or run.refit.expected
-    metrics = {"refit_probe_max_diff": await run.refit.verify(run.engine, expected)}
-    if expected is not None and expected.base_gap is not None:  # LoRA: how far the served adapter takes the
-        metrics["refit_probe_base_gap"] = expected.base_gap  # probe from the base
-    return metrics
 
 
 async def _unless_a_save_fails(checkpointer: Checkpointer, work: Awaitable[T]) -> T:
