@@ -4,6 +4,7 @@
     python -m rollout.evaluate --engine sglang --url http://h:30000 --tokenizer DIR --out runs/eval
     python -m rollout.evaluate --engine openai --base-url URL --model NAME --api-key-env VAR --out runs/eval
     python -m rollout.evaluate --from-trials runs/eval/trials.jsonl --out runs/eval2   # recompute only
+    python -m rollout.evaluate --from-run runs/default --out runs/again   # as the run evaluated its policy
     python -m rollout.evaluate ... --thinkingbox-data CLONE --thinkingbox-python PY --user-base-url URL ...
     python -m rollout.evaluate ... --suite tau2 --tau2-python PY --user-base-url URL --user-model NAME
         [--domain retail] [--split test|train|base] [--tau2-grading tau2|fast|both]
@@ -15,6 +16,11 @@ record per trial, appended as trials end; --resume continues it without redoing 
 system_errors.jsonl), summary.json (public keys, see rollout/evaluation/summary.py; `coverage` says whether
 every trial is there and scored: rollout/evaluation/coverage.py), tasks.jsonl (per-task counts and Jeffreys
 intervals), report.md (a banner when coverage is not exact), domains.png and successes.png.
+
+--from-run RUN_DIR evaluates as a tbjax run did (rollout/evaluation/from_run.py): its episode settings, prompt
+style, tool-call format, seeds and user, and by default its trained policy on its held-out tasks, k and
+concurrency, on embedded servers configured as its engine was; on the pipeline's run it repeats eval/trained/'s
+trials record for record.
 
 External suites (rollout/evaluation/suites.py) bring their own tasks and session opener: ThinkingBox-Bench
 (--thinkingbox-data) and τ²-bench (--suite tau2: its test split by default, graded by τ²'s own evaluator, its
@@ -41,6 +47,7 @@ from envs import Task
 from envs.errors import ConfigError
 from rollout.evaluation.coverage import coverage, retried, set_aside
 from rollout.evaluation.engine_flags import add_engine_flags, trial_runner_from_flags
+from rollout.evaluation.from_run import apply_run, given_flags
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.report import markdown_report, write_plots
 from rollout.evaluation.runner import TrialRunner, run_trials
@@ -112,6 +119,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    help="with --resume: run the trials lost to system errors again too (their records move to "
                         "out/system_errors.jsonl)")
     p.add_argument("--from-trials", type=Path, help="no episodes: recompute the reports from these records")
+    p.add_argument("--from-run", type=Path, metavar="RUN_DIR",
+                   help="evaluate as this tbjax run did: its episode, prompt, tool-call format, seeds and user; by "
+                        "default its trained policy, held-out tasks, k and concurrency")
     p.add_argument("--prices", type=Path, help="price table YAML (default configs/prices.yaml)")
     p.add_argument("--domain", action="append",
                    help="a domain: a built-in or installed one by name, or module:attr; with --suite tau2 a bare τ² "
@@ -128,6 +138,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     add_verbose_flag(p)
     args = p.parse_args(argv)
     check_suite_flags(p, args, tau2_split="test")
+    if args.from_run is not None:
+        apply_run(p, args, given_flags(p, list(argv)))
     return args
 
 

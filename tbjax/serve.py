@@ -14,6 +14,15 @@ Text fields are filled when the model directory has a tokenizer (else null, like
 --skip-tokenizer-init). It lets the SGLang client, multi-process rollouts and the colocated hand-over be
 tested against a real server on this machine.
 
+Sessions (this server's own extension; SGLang ignores the header): a /generate request may name its episode in
+an `X-Session-Id` header. In deterministic mode (--run-config with rollout.deterministic) the episode then keeps
+one cache row for its turns and reuses no other, so its tokens depend on it alone, as in the trainer's own engine;
+the answer carries `X-Session-Held: 1`, and POST /end_session {"session_id"} frees the row when the episode ends.
+
+`--run-config RUN_CONFIG.yaml` serves the policy as a tbjax run did: the run's model dtypes, attention and mesh,
+and its rollout section's slots, sequence length, prefill chunk, decode steps and determinism (what
+`rollout.evaluate --from-run` starts, so that its trials repeat the pipeline's).
+
 Every body is checked by the models of `tbjax.engine.http_bodies` before the engine sees a value; one that is not
 JSON or breaks a rule is answered 400 with `errors` naming each field and rule. Every failure is answered as
 JSON, never raised, so the connection stays open and a client's next pooled request goes through.
@@ -31,9 +40,13 @@ import argparse
 import logging
 import socket
 from pathlib import Path
+from typing import Any
 
+from tbjax.config import Config, ConfigError, load_config
 from tbjax.engine.hosts import bound_hosts, host_patterns
 from tbjax.sections.lora import LoraError, LoraSpec
+
+DEFAULTS = {"slots": 8, "max_len": 4096, "dtype": "float32"}  # the engine's settings without --run-config
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,9 +60,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="comma-separated host names or addresses (no port) that requests may name in their "
                              "Host and Origin headers, beside 127.0.0.1, localhost, ::1 and the --host address; "
                              "*.example.com allows its subdomains, * any host")
-    parser.add_argument("--slots", type=int, default=8, help="concurrent sequences (KV cache rows)")
-    parser.add_argument("--max-len", type=int, default=4096, help="tokens per sequence, prompt included")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--run-config", type=Path,
+                        help="a run's config.yaml: the engine and the model's dtypes as that run configured them "
+                             "(instead of --slots, --max-len, --dtype)")
+    parser.add_argument("--slots", type=int, help=f"concurrent sequences (KV cache rows; default {DEFAULTS['slots']})")
+    parser.add_argument("--max-len", type=int,
+                        help=f"tokens per sequence, prompt included (default {DEFAULTS['max_len']})")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], help=f"default {DEFAULTS['dtype']}")
     parser.add_argument("--weight-version", default="0")
     parser.add_argument("--enable-memory-saver", action="store_true",
                         help="SGLang's flag that enables memory release/resume; always on here")
@@ -82,6 +99,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--max-lora-rank / --lora-target-modules: {error}")
     if not (args.model / "config.json").is_file():
         parser.error(f"--model {args.model}: no HF model directory there (config.json missing)")
+    engine_flags = [f for f in DEFAULTS if getattr(args, f) is not None]
+    if args.run_config is not None and engine_flags:
+        parser.error(f"--{engine_flags[0].replace('_', '-')}: --run-config sets the engine as the run did; drop one")
+    run_config = _run_config(parser, args.run_config)
     try:  # the port is taken before the model loads, which takes minutes at 27B
         listener = _listening_socket(args.host, args.port)
     except OSError as error:
@@ -91,13 +112,20 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn  # JAX, the model and the server load only once the arguments are known to be usable
 
     from tbjax.engine.adapters import AdapterServing
+    from tbjax.engine.configured import engine_settings
     from tbjax.engine.http_server import build_app
     from tbjax.engine.jax_engine import JaxEngine
     from tbjax.models import from_pretrained
+    from tbjax.models.placement import load_served_policy
 
-    model = from_pretrained(args.model, dtype=args.dtype)
-    settings = {"slots": args.slots, "max_len": args.max_len, "weight_version": args.weight_version,
-                "weights_dir": args.model}  # what an update that fails midway goes back to
+    settings: dict[str, Any] = {"weight_version": args.weight_version,
+                                "weights_dir": args.model}  # what an update that fails midway goes back to
+    if run_config is None:
+        model = from_pretrained(args.model, dtype=args.dtype or DEFAULTS["dtype"])
+        settings |= {"slots": args.slots or DEFAULTS["slots"], "max_len": args.max_len or DEFAULTS["max_len"]}
+    else:
+        model = load_served_policy(args.model, run_config)
+        settings |= engine_settings(run_config.rollout)
     adapters = None
     if args.enable_lora:
         try:
@@ -109,6 +137,16 @@ def main(argv: list[str] | None = None) -> None:
         engine = JaxEngine(model, **settings)
     app = build_app(engine, args.model, allowed_hosts=[*bound_hosts(args.host), *allowed_hosts], adapters=adapters)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+
+
+def _run_config(parser: argparse.ArgumentParser, path: Path | None) -> Config | None:
+    """The run's config --run-config names (None without it); one that cannot be read is the flag's error."""
+    if path is None:
+        return None
+    try:
+        return load_config(path)
+    except ConfigError as error:
+        parser.error(f"--run-config: {error}")
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:

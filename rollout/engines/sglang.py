@@ -16,6 +16,10 @@ neither; from then on every request names the new one (`lora_path`), retries of 
 and its Generation carries the adapter's version (the servers report their base weights' version, which LoRA
 training never changes).
 
+Sessions: every request of an episode names it in a header SGLang ignores (sglang_wire.SESSION_HEADER), and the
+pool keeps the episode on one server, where its prefix is cached. tbjax.serve in deterministic mode holds one
+cache row per session and says so in its answers; `end_session` then frees the row there.
+
 Weight refresh falls back to restarting the servers where `/update_weights_from_disk` does not exist
 (sglang-jax answers 404): given a `restart_servers` callable (`rollout.launch_sglang.Supervisor.restart_on`,
 which stops every server and starts it again on the new HF directory, blocking until all are healthy), the
@@ -40,6 +44,9 @@ import httpx
 from rollout.engines.protocol import EngineError, Generation, Retries, SamplingParams, TokenScores
 from rollout.engines.servers import Server, ServerPool
 from rollout.engines.sglang_wire import (
+    END_SESSION_PATH,
+    SESSION_HEADER,
+    SESSION_HELD_HEADER,
     ProtocolError,
     finish_reason_of,
     generate_payload,
@@ -111,6 +118,8 @@ class SGLangEngine:
         self._restart_servers = restart_servers
         self.refresh_by_restart = False  # set once a server turned out to lack /update_weights_from_disk
         self.adapter: ServedAdapter | None = None  # the LoRA adapter requests run under (None: the base)
+        # sessions whose cache row a server holds until told they ended (tbjax.serve in deterministic mode)
+        self._held_sessions: dict[str, Server] = {}
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.request_timeout_s, connect=config.connect_timeout_s),
             limits=httpx.Limits(max_connections=config.max_connections,
@@ -137,7 +146,7 @@ class SGLangEngine:
             try:
                 # A fresh rid per attempt: a timed-out attempt may still be running under the old one.
                 payload = generate_payload(input_ids, sampling, f"{rid}-{attempt}", _name(adapter))
-                result = await self._generate_once(server, payload, sampling.max_new_tokens, adapter)
+                result = await self._generate_once(server, payload, sampling.max_new_tokens, adapter, session_id)
             finally:
                 self.pool.release(server)
             if isinstance(result, Generation):
@@ -154,13 +163,32 @@ class SGLangEngine:
 
     async def end_session(self, session_id: str) -> None:
         self.pool.forget(session_id)
+        server = self._held_sessions.pop(session_id, None)
+        if server is not None:
+            await self._end_held_session(server, session_id)
+
+    async def _end_held_session(self, server: Server, session_id: str) -> None:
+        """Frees the cache row `server` holds for the session. The episode is over and scored, so a failure here
+        is only logged: a server that is gone lost the row with its process, and one that does not answer gives
+        the row to another session once its hold runs out (and warns that reuse then depends on scheduling)."""
+        url = f"{server.url}{END_SESSION_PATH}"
+        try:
+            response = await self._post_once_more_if_dropped(url, {"session_id": session_id},
+                                                             self.config.health_timeout_s)
+        except httpx.HTTPError as e:
+            log.warning("%s unreachable while ending session %s (%s: %s)", url, session_id, type(e).__name__, e)
+            return
+        if response.status_code >= 400:
+            log.warning("%s refused to end session %s (HTTP %d): %s", url, session_id, response.status_code,
+                        response.text[:300])
 
     async def _generate_once(self, server: Server, payload: dict[str, Any], max_new_tokens: int,
-                             adapter: ServedAdapter | None) -> Generation | str:
+                             adapter: ServedAdapter | None, session_id: str | None) -> Generation | str:
         """One attempt: the Generation, or why it failed in a way worth retrying elsewhere. Failures a
         retry cannot fix raise."""
         try:
-            response = await self._post_once_more_if_dropped(f"{server.url}/generate", payload)
+            response = await self._post_once_more_if_dropped(
+                f"{server.url}/generate", payload, headers=None if session_id is None else {SESSION_HEADER: session_id})
         except httpx.TimeoutException as e:
             return self._bench(server, f"timed out ({type(e).__name__})")
         except httpx.TransportError as e:
@@ -189,6 +217,8 @@ class SGLangEngine:
             self.missing_logprobs += missing
             log.warning("%s trimmed a stop token and its logprob; it is reported as NaN", server.url)
         self.pool.mark_healthy(server)
+        if session_id is not None and response.headers.get(SESSION_HELD_HEADER):
+            self._held_sessions[session_id] = server
         return generation if adapter is None else dataclasses.replace(generation, weight_version=adapter.version)
 
     def _bench(self, server: Server, error: str) -> str:
@@ -324,8 +354,8 @@ class SGLangEngine:
         elif response.status_code >= 400:
             raise EngineError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
 
-    async def _post_once_more_if_dropped(self, url: str, body: dict[str, Any],
-                                         timeout: float | None = None) -> httpx.Response:
+    async def _post_once_more_if_dropped(self, url: str, body: dict[str, Any], timeout: float | None = None,
+                                         headers: dict[str, str] | None = None) -> httpx.Response:
         """Admin calls come seconds to minutes apart (around each update), and a generate moved to another
         server after a failure may find its pooled connection idle for as long, longer than SGLang's uvicorn
         keeps an idle connection (5 s): a request sent as the server closes that connection is dropped
@@ -333,11 +363,11 @@ class SGLangEngine:
         again, and that failure counts."""
         limit = self._client.timeout if timeout is None else timeout
         try:
-            return await self._client.post(url, json=body, timeout=limit)
+            return await self._client.post(url, json=body, timeout=limit, headers=headers)
         except (httpx.ReadError, httpx.RemoteProtocolError) as e:
             log.info("%s: the connection closed under the request (%s: %s); sending it once more",
                      url, type(e).__name__, e)
-            return await self._client.post(url, json=body, timeout=limit)
+            return await self._client.post(url, json=body, timeout=limit, headers=headers)
 
     @staticmethod
     def _check_loaded(response: httpx.Response, url: str, model_path: str) -> None:

@@ -33,6 +33,13 @@ SCORING = SamplingParams(max_new_tokens=1, temperature=0.0)
 # how far above 0 a float32 log-softmax may round (x - logsumexp(x) of the largest logit); beyond it a log-prob
 # is not one, and believing it would skew the importance ratio
 LOGPROB_ROUNDING = 1e-4
+# tbjax.serve's sessions (SGLang ignores both headers and has no such path): a /generate request names the
+# episode it belongs to, so that a server in deterministic mode keeps that episode's cache row for its later
+# turns and reuses no other; such a server says so in its answer (SESSION_HELD_HEADER), and the client ends the
+# session there (POST END_SESSION_PATH {"session_id": ...}) when the episode ends, freeing the row.
+SESSION_HEADER = "X-Session-Id"
+SESSION_HELD_HEADER = "X-Session-Held"
+END_SESSION_PATH = "/end_session"
 
 
 class ProtocolError(EngineError):

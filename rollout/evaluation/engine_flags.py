@@ -21,6 +21,8 @@ from functools import partial
 from pathlib import Path
 from typing import get_args
 
+import yaml
+
 from envs import open_session
 from envs.chat_endpoint import ChatClient, ChatEndpointConfig
 from envs.session import PromptStyle
@@ -82,9 +84,15 @@ def episode_config(args: argparse.Namespace) -> EpisodeConfig:
 
 
 def embedded_max_len(server_args: str) -> int:
-    """The --max-len that --server-args gives each embedded server (tbjax.serve's default where it does not)."""
+    """The --max-len that --server-args gives each embedded server: its own, or the rollout section's of the
+    run config it names (--run-config), else tbjax.serve's default."""
     flags = shlex.split(server_args)
-    return int(flags[flags.index("--max-len") + 1]) if "--max-len" in flags[:-1] else EMBEDDED_MAX_LEN
+    if "--max-len" in flags[:-1]:
+        return int(flags[flags.index("--max-len") + 1])
+    if "--run-config" in flags[:-1]:
+        config = yaml.safe_load(Path(flags[flags.index("--run-config") + 1]).read_text()) or {}
+        return int((config.get("rollout") or {}).get("max_len", EMBEDDED_MAX_LEN))
+    return EMBEDDED_MAX_LEN
 
 
 def session_opener(args: argparse.Namespace) -> SessionOpener | None:

@@ -147,6 +147,22 @@ class GenerateBody(BaseModel):
     lora_path: Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)] | None = None  # a loaded adapter's name
 
 
+class EndSessionBody(BaseModel):
+    """POST /end_session (this server's own): the episode is over, and the cache row its session held in
+    deterministic mode goes back to the pool."""
+
+    session_id: Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+
+
+def session_named(header: str | None) -> str | None:
+    """The session a /generate request names in its session header (None: none), refused when it is empty or
+    longer than an id (MAX_NAME_CHARS)."""
+    if header is not None and not 0 < len(header) <= MAX_NAME_CHARS:
+        raise ValueError(f"the session header must name a session in 1 to {MAX_NAME_CHARS} characters, got "
+                         f"{len(header)}")
+    return header
+
+
 class UpdateWeightsBody(BaseModel):
     """POST /update_weights_from_disk: an HF directory of the served architecture, and the version it becomes
     (its path when none is given)."""

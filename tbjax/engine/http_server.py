@@ -20,11 +20,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from rollout.engines.sglang_wire import END_SESSION_PATH, SESSION_HEADER, SESSION_HELD_HEADER
 from tbjax.engine.adapters import AdapterServing
 from tbjax.engine.body_limit import BodyLimit
 from tbjax.engine.hosts import LOOPBACK_HOSTS, host_name
 from tbjax.engine.http_bodies import (
     Endpoint,
+    EndSessionBody,
     GenerateBody,
     Limits,
     LoadLoraBody,
@@ -36,6 +38,7 @@ from tbjax.engine.http_bodies import (
     answering_failures,
     generate_error,
     lora_error,
+    session_named,
 )
 from tbjax.engine.jax_engine import JaxEngine
 
@@ -106,12 +109,21 @@ def build_app(engine: JaxEngine, model_dir: Path, allowed_hosts: Sequence[str] =
 
     async def generate(request: Request) -> JSONResponse:
         body = GenerateBody.model_validate_json(await request.body(), context=limits.context)
+        session = session_named(request.headers.get(SESSION_HEADER))  # a rid names one request, not a session
         async with under_adapter(body.lora_path):
-            return await generate_from(body)
+            answer = await generate_from(body, session)
+        if session is not None and engine.deterministic:  # the session keeps its row until /end_session
+            answer.headers[SESSION_HELD_HEADER] = "1"
+        return answer
 
-    async def generate_from(body: GenerateBody) -> JSONResponse:
+    async def end_session(request: Request) -> JSONResponse:
+        body = EndSessionBody.model_validate_json(await request.body())
+        await engine.end_session(body.session_id)
+        return JSONResponse({"success": True})
+
+    async def generate_from(body: GenerateBody, session: str | None) -> JSONResponse:
         sampling = (body.sampling_params or SamplingBody()).to_sampling()
-        result = await engine.generate(body.input_ids, sampling)  # a rid names one request, not a session
+        result = await engine.generate(body.input_ids, sampling, session_id=session)
         finish: dict[str, Any] = {"type": result.finish_reason}
         if result.finish_reason == "stop":
             finish["matched"] = result.output_ids[-1]
@@ -182,6 +194,7 @@ def build_app(engine: JaxEngine, model_dir: Path, allowed_hosts: Sequence[str] =
         Route("/health", health, methods=["GET"]),
         Route("/get_model_info", model_info, methods=["GET"]),
         Route("/generate", answering_failures(generate, generate_error), methods=["POST"]),
+        Route(END_SESSION_PATH, answering_failures(end_session, admin_error), methods=["POST"]),
         Route("/update_weights_from_disk", answering_failures(update_weights, admin_error), methods=["POST"]),
         Route("/load_lora_adapter", answering_failures(load_adapter, lora_error), methods=["POST"]),
         Route("/unload_lora_adapter", answering_failures(unload_adapter, lora_error), methods=["POST"]),

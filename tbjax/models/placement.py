@@ -3,12 +3,14 @@
 The check reads shapes alone (no devices, no allocation, no compile) wherever a mesh is built from a config,
 so a layout that cannot shard the model fails in seconds, naming the parameter, the dimension, the mesh axis
 and a layout of the same devices that works, instead of after loading the checkpoint or minutes into a
-compile. `load_policy` is the one way a run loads an HF directory onto its checked mesh.
+compile. `load_policy` is the one way a run loads an HF directory onto its checked mesh (`load_served_policy`
+the way a server process loads it as a run did).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -79,3 +81,12 @@ def load_policy(path: Path, config: Config) -> Qwen:
     runtime = config.model.runtime()
     mesh = checked_mesh(config.mesh.shape, config.mesh.layout, ModelConfig.from_pretrained(path, runtime))
     return from_pretrained(path, mesh=mesh, runtime=runtime)
+
+
+def load_served_policy(path: Path, config: Config) -> Qwen:
+    """`load_policy` for a server process (`tbjax.serve --run-config`), which may see more devices than the run
+    had (a host's every GPU, a test's forced CPU devices): a run on a one-device mesh is served on this process's
+    first device; any larger mesh must match this process's devices, as it matched the run's."""
+    if math.prod(parse_mesh_spec(config.mesh.shape, config.mesh.layout).shape) == 1:
+        return from_pretrained(path, runtime=config.model.runtime())
+    return load_policy(path, config)

@@ -11,6 +11,7 @@ second call after an interruption continues instead of redoing:
     warm_start/            demos.jsonl, metrics.jsonl, checkpoints/, export/v{updates}   (the base policy)
     select/                trials.jsonl, summary.json, selected.yaml, aggregates.jsonl, manifest.json, bands.png
     eval/base/, eval/trained/   trials.jsonl, summary.json, report.md, plots (same tasks, same seeds)
+    eval/heldout.jsonl     the held-out tasks (`rollout.evaluate --from-run` evaluates them again)
     grpo/                  metrics.jsonl, checkpoints/, export/v{steps}, validation/step{N}/ and
                            validated/v{N} (the trained policy: the best-validated step's, else the last)
     compare/               compare.json, compare.md, domains.png
@@ -33,11 +34,12 @@ import jax
 import yaml
 from rich.console import Console
 
-from envs import Task
+from envs import Task, write_jsonl
 from envs.tau2.config import Grading
 from rollout.compare import write_comparison
 from rollout.decisions import decision_rows
 from rollout.evaluate import evaluate
+from rollout.evaluation.from_run import HELDOUT_TASKS
 from rollout.evaluation.runner import token_trial_runner
 from rollout.evaluation.selection import SelectionConfig
 from rollout.interpret import Interpreter
@@ -250,6 +252,8 @@ def run_pipeline(config: Config) -> dict[str, Any]:
     templates = heldout_templates(config)
     with stage("evaluate base"):
         if heldout:
+            (root / HELDOUT_TASKS).parent.mkdir(parents=True, exist_ok=True)
+            write_jsonl(heldout, root / HELDOUT_TASKS)  # what `rollout.evaluate --from-run` evaluates again
             base.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "base", EVALUATION_GRADING)
         if templates:
             base.run(templates, config.evaluate.k, config.evaluate.seed, root / "eval" / "base_templates")

@@ -12,12 +12,7 @@ from rollout.engines.protocol import SamplingParams
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import RuntimeConfig, from_pretrained
 from tbjax.models.hf.versions import publish_weights
-
-REFERENCE_SAMPLING = dict(temperature=1.0, top_k=20, top_p=0.95)  # the seed paper's rollout settings
-
-
-def prompt(seed: int, length: int) -> list[int]:
-    return [int(t) for t in np.random.default_rng(seed).integers(3, 518, size=length)]
+from tests.tbjax.engine.sessions_support import REFERENCE_SAMPLING, prompt, two_turns
 
 
 def run(coroutine):
@@ -191,19 +186,6 @@ def test_deterministic_mode_samples_independently_of_batching(model):
     alone, crowded = run(alone_and_crowded())
     assert crowded.cached_tokens == 0
     assert alone.output_ids == crowded.output_ids and alone.logprobs == crowded.logprobs
-
-
-async def two_turns(engine: JaxEngine, session: str, seed: int, pause_s: float = 0.0):
-    """A session's two turns (the second repeats the first with its answer and a reply), then its end."""
-    first_prompt = prompt(seed, 20)
-    first = await engine.generate(first_prompt, SamplingParams(max_new_tokens=8, seed=seed, **REFERENCE_SAMPLING),
-                                  session_id=session)
-    await asyncio.sleep(pause_s)  # a tool runs: other sessions may take every free slot meanwhile
-    second_prompt = first_prompt + list(first.output_ids) + prompt(seed + 100, 5)
-    second = await engine.generate(second_prompt, SamplingParams(max_new_tokens=8, seed=seed + 1,
-                                                                 **REFERENCE_SAMPLING), session_id=session)
-    await engine.end_session(session)
-    return first, second
 
 
 def test_deterministic_sessions_reuse_their_own_prefix_whatever_else_runs(model):

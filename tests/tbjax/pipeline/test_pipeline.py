@@ -63,6 +63,12 @@ def first(pipelines: dict[str, Path]) -> Path:
     return pipelines["first"]
 
 
+def trial_lines(path: Path) -> list[str]:
+    """A campaign's records, sorted (trials are appended as they end), less their wall-clock seconds."""
+    return sorted(json.dumps({k: v for k, v in json.loads(line).items() if k != "seconds"}, sort_keys=True)
+                  for line in path.read_text().splitlines())
+
+
 def first_step(run_dir: Path) -> dict:
     record = json.loads((run_dir / "grpo" / "metrics.jsonl").read_text().splitlines()[0])
     return {k: v for k, v in record.items() if not k.startswith(TIME_KEYS)}
@@ -121,14 +127,21 @@ def test_a_second_call_resumes_instead_of_redoing(first: Path) -> None:
 
 def test_the_same_seed_reproduces_the_selection_and_the_first_step(pipelines: dict[str, Path]) -> None:
     first, again = pipelines["first"], pipelines["again"]
-    for path in ("select/selected.yaml", "select/aggregates.jsonl", "select/trials.jsonl"):
-        a = (first / path).read_text().splitlines()
-        b = (again / path).read_text().splitlines()
-        if path.endswith("trials.jsonl"):  # the same outcomes; wall-clock seconds differ
-            a = [json.dumps({k: v for k, v in json.loads(x).items() if k != "seconds"}) for x in sorted(a)]
-            b = [json.dumps({k: v for k, v in json.loads(x).items() if k != "seconds"}) for x in sorted(b)]
-        assert a == b, path
+    for path in ("select/selected.yaml", "select/aggregates.jsonl"):
+        assert (first / path).read_text() == (again / path).read_text(), path
+    assert trial_lines(first / "select/trials.jsonl") == trial_lines(again / "select/trials.jsonl")
     assert first_step(first) == first_step(again)
+
+
+def test_evaluating_the_run_again_repeats_its_trained_evaluation(first: Path, tmp_path: Path) -> None:
+    """`rollout.evaluate --from-run`, from another directory than the run's: its episode settings, prompt style,
+    tool-call format and seeds, its trained policy, held-out tasks and k, on an embedded server started as
+    `tbjax.serve --run-config`, give eval/trained/'s records trial for trial (wall-clock seconds aside)."""
+    result = subprocess.run([sys.executable, "-m", "rollout.evaluate", "--from-run", str(first), "--out", "again"],
+                            cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    expected = trial_lines(first / "eval/trained/trials.jsonl")
+    assert len(expected) == 4 * 2 and trial_lines(tmp_path / "again/trials.jsonl") == expected
 
 
 @pytest.mark.parametrize("heldout", ["instances", "templates"])

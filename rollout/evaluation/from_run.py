@@ -1,0 +1,155 @@
+"""`rollout.evaluate --from-run RUN_DIR`: evaluate as a tbjax run evaluated, so that a campaign run later repeats
+the run's own trial for trial.
+
+A run directory is a training run's (`python -m tbjax.train` with no stages: config.yaml and summary.json at its
+top) or the pipeline's (the same under grpo/, and the held-out tasks its evaluation ran in eval/heldout.jsonl).
+From it come:
+- the settings that decide what a trial does: the episode section, the prompt style (tasks.prompt), the tool-call
+  format (rollout.tool_call_format), the sampling seeds (evaluate.seed) and the simulated user (user: scripted, or
+  the LLM endpoint and its temperature). A flag that names another value is refused, never silently overridden;
+- what it did unless a flag says otherwise: k and concurrency (evaluate.k, .concurrency), the tasks (the
+  pipeline's held-out ones), the policy (the run's chosen export, named "trained" as the pipeline names it);
+- the engine: embedded servers start as `tbjax.serve --run-config`, the run's dtypes, slots, sequence length,
+  decode steps and determinism. In deterministic mode each episode keeps its own cache row over HTTP
+  (rollout.engines.sglang_wire's session headers), as in the trainer's in-process engine.
+
+The run's config is read as plain YAML: this package never imports tbjax. τ²-bench runs are refused (their
+evaluation opens τ²'s own sessions: `--suite tau2`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rollout.episode import EpisodeConfig
+
+CONFIG_FILE, SUMMARY_FILE = "config.yaml", "summary.json"
+HELDOUT_TASKS = Path("eval") / "heldout.jsonl"  # the pipeline's held-out tasks (envs.write_jsonl), under the run
+TRAINED = "trained"  # the name the pipeline gives the trained policy's campaign, its records and its engine
+
+
+class _Unset(list):
+    """The preset value of every flag when finding which flags were given (a list, so that append actions can
+    copy it)."""
+
+
+def given_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The destinations of the flags `argv` gives: parsed again into a namespace where every destination is
+    already set, argparse fills in no default, so what changed was given (an explicit flag equal to its default
+    included)."""
+    names = vars(parser.parse_args(argv))
+    unset = _Unset()
+    given = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(names, unset)))
+    return {name for name, value in vars(given).items() if value is not unset}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What --from-run reads from a run directory."""
+
+    directory: Path  # as given
+    training: Path  # the directory holding the training run's config.yaml and summary.json
+    config: dict[str, Any]  # config.yaml, as plain YAML
+    export: Path  # the policy the run chose (summary.json's `export`, found under `training`)
+
+    @property
+    def config_file(self) -> Path:
+        return self.training / CONFIG_FILE
+
+    @property
+    def heldout_tasks(self) -> Path:
+        return self.directory / HELDOUT_TASKS
+
+    def owned(self) -> dict[str, Any]:
+        """The evaluate flags (destinations) that the run's settings decide, with the run's values."""
+        episode = self.config.get("episode") or {}
+        values: dict[str, Any] = {name: type(default)(episode.get(name, default))
+                                  for name, default in vars(EpisodeConfig()).items()}
+        values |= {"prompt": _get(self.config, "tasks", "prompt", "full"),
+                   "tool_call_format": _get(self.config, "rollout", "tool_call_format", "hermes"),
+                   "seed": _get(self.config, "evaluate", "seed", 0)}
+        user = self.config.get("user") or {}
+        endpoint = user.get("endpoint") or {} if user.get("kind") == "llm" else {}
+        values |= {"user_base_url": endpoint.get("base_url"), "user_model": endpoint.get("model"),
+                   "user_api_key_env": endpoint.get("api_key_env"),
+                   "user_temperature": float(user.get("temperature", 0.3)) if endpoint else None}
+        return values
+
+
+def _get(config: dict[str, Any], section: str, key: str, default: Any) -> Any:
+    return (config.get(section) or {}).get(key, default)
+
+
+def read_run(directory: Path) -> RunSettings:
+    """The run at `directory`: a training run's directory or the pipeline's (its grpo/ holding the training
+    run). ValueError naming what is missing when it is neither, or its export is gone."""
+    training = directory if (directory / CONFIG_FILE).is_file() else directory / "grpo"
+    for name in (CONFIG_FILE, SUMMARY_FILE):
+        if not (training / name).is_file():
+            raise ValueError(f"--from-run {directory}: no {name} in {training}; give the directory of a finished "
+                             "tbjax run (runs/<name>, the pipeline's or a training run's)")
+    config = yaml.safe_load((training / CONFIG_FILE).read_text()) or {}
+    if _get(config, "tasks", "suite", "builtin") != "builtin":
+        raise ValueError(f"--from-run {directory}: a τ²-bench run; evaluate it with --suite tau2 and its flags "
+                         "(its sessions are τ²'s own)")
+    export = _found_under(training, config, json.loads((training / SUMMARY_FILE).read_text())["export"])
+    if not (export / "config.json").is_file():
+        raise ValueError(f"--from-run {directory}: the run's export {export} is not an HF model directory "
+                         "(config.json missing); was it moved or deleted?")
+    return RunSettings(directory=directory, training=training, config=config, export=export)
+
+
+def _found_under(training: Path, config: dict[str, Any], recorded: str) -> Path:
+    """A path the run recorded (relative to where it was launched, or absolute), found under the training
+    directory as it is now, wherever the run directory was moved or is read from."""
+    run = config.get("run") or {}
+    try:
+        return training / Path(recorded).relative_to(Path(run.get("root", "runs")) / run.get("name", "default"))
+    except ValueError:
+        return Path(recorded)
+
+
+def apply_run(parser: argparse.ArgumentParser, args: argparse.Namespace, given: set[str]) -> RunSettings:
+    """Fills `args` from the run --from-run names (module docstring); a given flag that contradicts the run, or
+    that cannot act with it, is the parser's error."""
+    for flag, why in (("from_trials", "recomputes reports from records"), ("thinkingbox_data", "opens its own "
+                      "sessions"), ("server_args", "sets the servers as the run did (tbjax.serve --run-config)")):
+        if flag in given:
+            parser.error(f"--{flag.replace('_', '-')} {why}; --from-run cannot act with it: drop one")
+    if args.suite == "tau2" or args.engine == "openai":
+        parser.error("--from-run evaluates as the run did, on token-level engines with the built-in domains: drop "
+                     "--suite tau2 / --engine openai")
+    try:
+        run = read_run(args.from_run)
+    except ValueError as error:
+        parser.error(str(error))
+    for name, value in run.owned().items():
+        if name in given and getattr(args, name) != value:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: the run {run.directory} evaluated with "
+                         f"{value}, and --from-run evaluates as it did; drop the flag (or drop --from-run)")
+        setattr(args, name, value)
+    evaluate = run.config.get("evaluate") or {}
+    for name in ("k", "concurrency"):
+        if name not in given and name in evaluate:
+            setattr(args, name, int(evaluate[name]))
+    args.engine = args.engine or "embedded"
+    if "model" not in given:
+        args.model = str(run.export)
+        args.model_name = args.model_name or TRAINED
+    if args.engine == "sglang":
+        args.tokenizer = args.tokenizer or str(run.export)
+    name = args.model_name or Path(args.model).name
+    args.server_args = shlex.join(["--run-config", str(run.config_file), "--weight-version", name])
+    if not given & {"tasks", "domain", "split"}:
+        if not run.heldout_tasks.is_file():
+            parser.error(f"--from-run {run.directory}: no {HELDOUT_TASKS} (the pipeline's held-out tasks) there; "
+                         "choose the tasks with --tasks, --domain or --split")
+        args.tasks = run.heldout_tasks
+    return run
