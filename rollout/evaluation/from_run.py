@@ -8,7 +8,8 @@ From it come:
   format (rollout.tool_call_format), the sampling seeds (evaluate.seed) and the simulated user (user: scripted, or
   the LLM endpoint and its temperature). A flag that names another value is refused, never silently overridden;
 - what it did unless a flag says otherwise: k and concurrency (evaluate.k, .concurrency), the tasks (the
-  pipeline's held-out ones), the policy (the run's chosen export, named "trained" as the pipeline names it);
+  pipeline's held-out ones), the policy (the run's chosen export, named "trained" as the pipeline names it;
+  `--model runs/<name>/warm_start/export/v<N> --model-name base` repeats the base policy's campaign instead);
 - the engine: embedded servers start as `tbjax.serve --run-config`, the run's dtypes, slots, sequence length,
   decode steps and determinism. In deterministic mode each episode keeps its own cache row over HTTP
   (rollout.engines.sglang_wire's session headers), as in the trainer's in-process engine.

@@ -93,6 +93,15 @@ def test_a_directory_that_is_not_a_finished_run_is_refused(run_dir: Path, tmp_pa
     assert "is not an HF model directory" in refusal(capsys, run_dir)
 
 
+def test_a_training_runs_directory_serves_too(run_dir: Path) -> None:
+    """A plain training run (`tbjax.train` without stages) keeps config.yaml and summary.json at its top and
+    has no held-out tasks: its settings and export apply, the tasks are chosen."""
+    training = run_dir / "grpo"
+    args = parsed(training, "--domain", "library", "--k", "1")
+    assert args.model == str(training / "validated" / "v1") and args.prompt == "compact"
+    assert shlex.split(args.server_args)[1] == str(training / "config.yaml") and args.k == 1
+
+
 def test_a_tau2_run_is_refused_with_its_own_command(run_dir: Path, capsys) -> None:
     config_file = run_dir / "grpo" / "config.yaml"
     config = yaml.safe_load(config_file.read_text())
