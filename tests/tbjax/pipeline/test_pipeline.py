@@ -1,6 +1,6 @@
 """The no-flag pipeline (`python -m tbjax.train`), shortened: every stage writes its files, the comparison
 report parses, a second call resumes instead of redoing, and the same seed reproduces the selection and the
-first GRPO step."""
+first GRPO step. On the smoke config's run, `rollout.evaluate --from-run` repeats the trained evaluation."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ pytestmark = pytest.mark.slow
 
 
 def start(*args: str, cwd: Path) -> subprocess.Popen:
-    """`tbjax.train` with the short settings in `cwd`, its output in cwd/pipeline.log (a pipe could fill and
-    stall a run while another is awaited)."""
+    """`tbjax.train` with these arguments in `cwd`, its output in cwd/pipeline.log (a pipe could fill and stall a
+    run while another is awaited)."""
     with (cwd / "pipeline.log").open("w") as log:
-        return subprocess.Popen([sys.executable, "-m", "tbjax.train", *SHORT, *args], cwd=cwd, stdout=log,
+        return subprocess.Popen([sys.executable, "-m", "tbjax.train", *args], cwd=cwd, stdout=log,
                                 stderr=subprocess.STDOUT,
                                 env=clean_env())
 
@@ -43,10 +43,12 @@ def finish(process: subprocess.Popen, cwd: Path) -> str:
 
 
 # The module's pipelines, started side by side (each is mostly one busy thread on CPU): the first, the same seed
-# again, and one without a selection.
-PIPELINES = {"first": ["evaluate.tasks=4"], "again": ["evaluate.tasks=4"],
-             "no_selection": ["evaluate.tasks=4", "select.candidates=0", "warm_start.steps=0", "groups.groups=3",
-                              "groups.max_extra_rounds=2", "tasks.draw=by_kind"]}
+# again, one without a selection (all three the default config, shortened), and the smoke config (CI's proof of
+# the README's first command), each in runs/default of its own directory.
+PIPELINES = {"first": [*SHORT, "evaluate.tasks=4"], "again": [*SHORT, "evaluate.tasks=4"],
+             "no_selection": [*SHORT, "evaluate.tasks=4", "select.candidates=0", "warm_start.steps=0",
+                              "groups.groups=3", "groups.max_extra_rounds=2", "tasks.draw=by_kind"],
+             "smoke": ["--config", "smoke", "run.name=default"]}
 
 
 @pytest.fixture(scope="module")
@@ -133,14 +135,17 @@ def test_the_same_seed_reproduces_the_selection_and_the_first_step(pipelines: di
     assert first_step(first) == first_step(again)
 
 
-def test_evaluating_the_run_again_repeats_its_trained_evaluation(first: Path, tmp_path: Path) -> None:
-    """`rollout.evaluate --from-run`, from another directory than the run's: its episode settings, prompt style,
-    tool-call format and seeds, its trained policy, held-out tasks and k, on an embedded server started as
-    `tbjax.serve --run-config`, give eval/trained/'s records trial for trial (wall-clock seconds aside)."""
-    result = subprocess.run([sys.executable, "-m", "rollout.evaluate", "--from-run", str(first), "--out", "again"],
+def test_evaluating_the_smoke_run_again_repeats_its_trained_evaluation(pipelines: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """`rollout.evaluate --from-run` on the smoke config's run, from another directory than the run's: its
+    episode settings, prompt style, tool-call format and seeds, its trained policy, held-out tasks and k, on an
+    embedded server started as `tbjax.serve --run-config`, give eval/trained/'s records trial for trial
+    (wall-clock seconds aside)."""
+    run = pipelines["smoke"]
+    result = subprocess.run([sys.executable, "-m", "rollout.evaluate", "--from-run", str(run), "--out", "again"],
                             cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
-    expected = trial_lines(first / "eval/trained/trials.jsonl")
+    expected = trial_lines(run / "eval/trained/trials.jsonl")
     assert len(expected) == 4 * 2 and trial_lines(tmp_path / "again/trials.jsonl") == expected
 
 
