@@ -16,6 +16,7 @@ import pytest
 from rollout.engines.protocol import EngineError, SamplingParams
 from rollout.engines.sglang import MEMORY_TAGS, SGLangConfig, SGLangEngine
 from rollout.launch_sglang import LaunchConfig, Supervisor
+from rollout.records import read_records
 from tbjax.config import load_config
 from tbjax.models import from_pretrained
 from tbjax.models.hf.versions import DELTA_FILE, publish_weights
@@ -178,20 +179,27 @@ def test_deltas_reach_the_server_and_pass_the_refit_probe(server, tiny_dir, tmp_
     """Three steps on tbjax.serve with rollout.publish_delta=elements: whole, delta, whole
     (publish_full_every=2); after every publish the server scores the refit probe as the trainer does
     (train.refit_probe). `tensors` deltas load through the whole load's path (tests/tbjax/engine/
-    test_delta_loading.py compares both granularities with whole loads bit for bit)."""
+    test_delta_loading.py compares both granularities with whole loads bit for bit). The held-out tasks scored
+    during training (evaluate.every=2) run on the server too, under the step's weights."""
     model_dir = tiny_dir("qwen3")
     on_server(server, lambda engine: engine.update_weights(str(model_dir), "0"))  # the base policy again
     rollout = load_config(overrides=["rollout.engine=sglang", "grpo.kl_coef=0", "validation.tasks=0",
                                      f"rollout.sglang_urls=[{server}]", f"rollout.publish_dir={tmp_path}/shm",
                                      "rollout.publish_delta=elements", "rollout.publish_full_every=2"]).rollout
-    config = config_for(tmp_path, 3)
+    config = config_for(tmp_path, 3, "evaluate.tasks=2", "evaluate.every=2", "evaluate.every_tasks=2",
+                        "evaluate.k=1")
     config = config.model_copy(update={"rollout": rollout, "groups": dataclasses.replace(config.groups, groups=1)})
-    run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
+    tasks = signal_tasks(model_dir)
+    run = build_run(config, from_pretrained(model_dir), model_dir, tasks=tasks, heldout_tasks=tasks[:2])
     asyncio.run(run_steps(run, opener=brief_session))
     lines = [json.loads(line) for line in (tmp_path / "resume" / "metrics.jsonl").read_text().splitlines()]
     published = [line for line in lines if not line["skipped"]]
     assert len(published) == 3, "the test needs every step to train and publish"
     assert all(line["refit_probe_max_diff"] <= 1e-4 for line in published)
+    for step in (2, 3):
+        records = read_records(tmp_path / "resume" / "heldout" / f"step{step}" / "trials.jsonl")
+        assert len(records) == 2 and {r.weight_version for r in records} == {str(step)}
+    assert [line.get("heldout_pass_at_1") is not None for line in lines] == [False, True, True]
     weights = tmp_path / "shm" / "weights"
     assert [(weights / f"v{step}" / DELTA_FILE).is_file() for step in (1, 2, 3)] == [False, True, False]
 
