@@ -121,8 +121,9 @@ def main(argv: list[str] | None = None) -> None:
     settings: dict[str, Any] = {"weight_version": args.weight_version,
                                 "weights_dir": args.model}  # what an update that fails midway goes back to
     if run_config is None:
-        model = from_pretrained(args.model, dtype=args.dtype or DEFAULTS["dtype"])
-        settings |= {"slots": args.slots or DEFAULTS["slots"], "max_len": args.max_len or DEFAULTS["max_len"]}
+        chosen = {name: DEFAULTS[name] if getattr(args, name) is None else getattr(args, name) for name in DEFAULTS}
+        model = from_pretrained(args.model, dtype=chosen.pop("dtype"))
+        settings |= chosen
     else:
         model = load_served_policy(args.model, run_config)
         settings |= engine_settings(run_config.rollout)
