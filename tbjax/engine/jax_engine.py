@@ -20,7 +20,7 @@ from flax import nnx
 from jax.sharding import AbstractMesh
 
 from rollout.engines.protocol import EngineError, Generation, SamplingParams, TokenScores
-from rollout.engines.sglang import KV_CACHE, WEIGHTS
+from rollout.engines.sglang_settings import KV_CACHE, WEIGHTS
 from tbjax.engine.continuous_batching import ContinuousBatching
 from tbjax.engine.device_step import bucket, score
 from tbjax.engine.request_checks import memory_tags, refuse_unrunnable

@@ -9,7 +9,7 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 from rollout.engines.protocol import SamplingParams
-from rollout.engines.sglang import MEMORY_TAGS
+from rollout.engines.sglang_settings import MEMORY_TAGS
 
 INT32_MIN, INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
 FLOAT32_MAX = float(np.finfo(np.float32).max)

@@ -35,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from rollout.engines.sglang import CUDA_GRAPH, KV_CACHE, WEIGHTS
+from rollout.engines.sglang_settings import CUDA_GRAPH, KV_CACHE, WEIGHTS
 from tbjax.parallel import distributed
 from tbjax.parallel.offload import HostOffload
 from tbjax.trainer.train_state import TrainState

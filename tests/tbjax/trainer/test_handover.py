@@ -14,7 +14,8 @@ import portpicker
 import pytest
 
 from rollout.engines.protocol import EngineError, SamplingParams
-from rollout.engines.sglang import MEMORY_TAGS, SGLangConfig, SGLangEngine
+from rollout.engines.sglang import SGLangEngine
+from rollout.engines.sglang_settings import MEMORY_TAGS, SGLangConfig
 from rollout.launch_sglang import LaunchConfig, Supervisor
 from rollout.records import read_records
 from tbjax.config import load_config
