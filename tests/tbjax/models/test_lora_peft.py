@@ -24,12 +24,23 @@ from tbjax.models.lora import add_adapters, merge_adapters
 from tbjax.sections.lora import ATTENTION_MLP, GATED_DELTANET, LoraError, LoraSpec
 
 TOL = 1e-4
+# The hybrid's delta-rule recurrence carries float32 rounding further than attention does (its transformers
+# parity test allows 2e-4); under peft's adapter, both factors random, its logits reach several units, and how
+# far apart they round depends on the CPU's vector instructions (past 1e-4 on an AVX-512 FP16 Xeon).
+HYBRID_TOL = 3e-4
+
+
+def is_hybrid(base_dir) -> bool:
+    return json.loads((base_dir / "config.json").read_text())["model_type"].startswith("qwen3_5")
+
+
+def tolerance(base_dir) -> float:
+    return HYBRID_TOL if is_hybrid(base_dir) else TOL
 
 
 def targets_for(base_dir) -> tuple[str, ...]:
     """What peft adapts: attention and the MLP, and in a hybrid its Gated DeltaNet projections too."""
-    hybrid = json.loads((base_dir / "config.json").read_text())["model_type"].startswith("qwen3_5")
-    return ATTENTION_MLP + GATED_DELTANET if hybrid else ATTENTION_MLP
+    return ATTENTION_MLP + GATED_DELTANET if is_hybrid(base_dir) else ATTENTION_MLP
 
 
 @nnx.jit
@@ -72,7 +83,7 @@ def test_a_peft_adapter_loaded_by_tbjax_gives_peft_logits(peft_saved):
     assert (spec.rank, spec.alpha, spec.modules) == (4, 8.0, frozenset(targets_for(base_dir)))
     got = np.asarray(forward(model, jnp.asarray(ids(), jnp.int32)))
     assert np.abs(expected - base).max() > 100 * TOL  # the adapter changes the logits ...
-    np.testing.assert_allclose(got, expected, atol=TOL, rtol=0)  # ... as peft computes them
+    np.testing.assert_allclose(got, expected, atol=tolerance(base_dir), rtol=0)  # ... as peft computes them
 
 
 def test_a_tbjax_adapter_loaded_by_peft_gives_tbjax_logits(peft_saved, tmp_path):
@@ -87,7 +98,7 @@ def test_a_tbjax_adapter_loaded_by_peft_gives_tbjax_logits(peft_saved, tmp_path)
     save_adapter(model, spec, tmp_path / "adapter", base_model=str(base_dir))
     base = transformers.AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32).eval()
     loaded = peft.PeftModel.from_pretrained(base, tmp_path / "adapter").eval()
-    np.testing.assert_allclose(torch_logits(loaded, ids()), ours, atol=TOL, rtol=0)
+    np.testing.assert_allclose(torch_logits(loaded, ids()), ours, atol=tolerance(base_dir), rtol=0)
 
 
 def test_merging_equals_peft_merge_and_unload(peft_saved):
