@@ -1,6 +1,7 @@
-"""The no-flag pipeline (`python -m tbjax.train`), shortened: every stage writes its files, the comparison
-report parses, a second call resumes instead of redoing, and the same seed reproduces the selection and the
-first GRPO step. On the smoke config's run, `rollout.evaluate --from-run` repeats the trained evaluation."""
+"""The pipeline of `python -m tbjax.train`, shortened (the smoke config; the default config shortened for the run
+without a selection): every stage writes its files, the comparison report parses, a second call resumes instead
+of redoing, the same seed reproduces the selection and the first GRPO step, and `rollout.evaluate --from-run`
+repeats the trained evaluation."""
 
 from __future__ import annotations
 
@@ -42,13 +43,12 @@ def finish(process: subprocess.Popen, cwd: Path) -> str:
     return output
 
 
-# The module's pipelines, started side by side (each is mostly one busy thread on CPU): the first, the same seed
-# again, one without a selection (all three the default config, shortened), and the smoke config (CI's proof of
-# the README's first command), each in runs/default of its own directory.
-PIPELINES = {"first": [*SHORT, "evaluate.tasks=4"], "again": [*SHORT, "evaluate.tasks=4"],
+# The module's pipelines, started side by side (each is mostly one busy thread on CPU), each in a directory of its
+# own: the first, on the smoke config (the laptop default's every stage, shortened: CI's proof of the README's
+# first command), the same again, and the default config shortened, without a selection.
+PIPELINES = {"first": ["--config", "smoke"], "again": ["--config", "smoke"],
              "no_selection": [*SHORT, "evaluate.tasks=4", "select.candidates=0", "warm_start.steps=0",
-                              "groups.groups=3", "groups.max_extra_rounds=2", "tasks.draw=by_kind"],
-             "smoke": ["--config", "smoke", "run.name=default"]}
+                              "groups.groups=3", "groups.max_extra_rounds=2", "tasks.draw=by_kind"]}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def pipelines(tmp_path_factory) -> dict[str, Path]:
     processes = {name: start(*PIPELINES[name], cwd=cwd) for name, cwd in cwds.items()}
     for name, process in processes.items():
         finish(process, cwds[name])
-    return {name: cwd / "runs" / "default" for name, cwd in cwds.items()}
+    return {name: next((cwd / "runs").iterdir()) for name, cwd in cwds.items()}  # runs/smoke or runs/default
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_every_stage_writes_its_files_and_the_report_parses(first: Path) -> None
     trained_on = {json.loads(line)["task_id"] for name in ("warm_start/demos.jsonl", "select/trials.jsonl",
                                                            "eval/base/trials.jsonl")
                   for line in (first / name).read_text().splitlines()}
-    assert len(validation) == 3 and not validation & trained_on  # in no demonstration, selection or evaluation
+    assert len(validation) == 2 and not validation & trained_on  # in no demonstration, selection or evaluation
 
 
 def test_the_terminal_shows_no_librarys_info_and_the_log_file_keeps_it(first: Path) -> None:
@@ -135,13 +135,12 @@ def test_the_same_seed_reproduces_the_selection_and_the_first_step(pipelines: di
     assert first_step(first) == first_step(again)
 
 
-def test_evaluating_the_smoke_run_again_repeats_its_trained_evaluation(pipelines: dict[str, Path],
-                                                                       tmp_path: Path) -> None:
+def test_evaluating_the_run_again_repeats_its_trained_evaluation(first: Path, tmp_path: Path) -> None:
     """`rollout.evaluate --from-run` on the smoke config's run, from another directory than the run's: its
     episode settings, prompt style, tool-call format and seeds, its trained policy, held-out tasks and k, on an
     embedded server started as `tbjax.serve --run-config`, give eval/trained/'s records trial for trial
     (wall-clock seconds aside)."""
-    run = pipelines["smoke"]
+    run = first
     result = subprocess.run([sys.executable, "-m", "rollout.evaluate", "--from-run", str(run), "--out", "again"],
                             cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
