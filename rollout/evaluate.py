@@ -139,7 +139,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     check_suite_flags(p, args, tau2_split="test")
     if args.from_run is not None:
-        apply_run(p, args, given_flags(p, list(argv)))
+        apply_run(p, args, given_flags(p, list(argv), args))
     return args
 
 

@@ -90,8 +90,7 @@ def embedded_max_len(server_args: str) -> int:
     if "--max-len" in flags[:-1]:
         return int(flags[flags.index("--max-len") + 1])
     if "--run-config" in flags[:-1]:
-        config = yaml.safe_load(Path(flags[flags.index("--run-config") + 1]).read_text()) or {}
-        return int((config.get("rollout") or {}).get("max_len", EMBEDDED_MAX_LEN))
+        return int(yaml.safe_load(Path(flags[flags.index("--run-config") + 1]).read_text())["rollout"]["max_len"])
     return EMBEDDED_MAX_LEN
 
 

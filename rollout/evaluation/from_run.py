@@ -41,13 +41,12 @@ class _Unset(list):
     copy it)."""
 
 
-def given_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
-    """The destinations of the flags `argv` gives: parsed again into a namespace where every destination is
-    already set, argparse fills in no default, so what changed was given (an explicit flag equal to its default
-    included)."""
-    names = vars(parser.parse_args(argv))
+def given_flags(parser: argparse.ArgumentParser, argv: list[str], parsed: argparse.Namespace) -> set[str]:
+    """The destinations of the flags `argv` gives (`parsed`: `argv` parsed): parsed again into a namespace where
+    every destination is already set, argparse fills in no default, so what changed was given (an explicit flag
+    equal to its default included)."""
     unset = _Unset()
-    given = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(names, unset)))
+    given = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(vars(parsed), unset)))
     return {name for name, value in vars(given).items() if value is not unset}
 
 
@@ -57,8 +56,9 @@ class RunSettings:
 
     directory: Path  # as given
     training: Path  # the directory holding the training run's config.yaml and summary.json
-    config: dict[str, Any]  # config.yaml, as plain YAML
     export: Path  # the policy the run chose (summary.json's `export`, found under `training`)
+    owned: dict[str, Any]  # the evaluate flags (destinations) the run's settings decide, with the run's values
+    evaluated: dict[str, int]  # k and concurrency, the run's unless flags choose others
 
     @property
     def config_file(self) -> Path:
@@ -68,53 +68,49 @@ class RunSettings:
     def heldout_tasks(self) -> Path:
         return self.directory / HELDOUT_TASKS
 
-    def owned(self) -> dict[str, Any]:
-        """The evaluate flags (destinations) that the run's settings decide, with the run's values."""
-        episode = self.config.get("episode") or {}
-        values: dict[str, Any] = {name: type(default)(episode.get(name, default))
-                                  for name, default in vars(EpisodeConfig()).items()}
-        values |= {"prompt": _get(self.config, "tasks", "prompt", "full"),
-                   "tool_call_format": _get(self.config, "rollout", "tool_call_format", "hermes"),
-                   "seed": _get(self.config, "evaluate", "seed", 0)}
-        user = self.config.get("user") or {}
-        endpoint = user.get("endpoint") or {} if user.get("kind") == "llm" else {}
-        values |= {"user_base_url": endpoint.get("base_url"), "user_model": endpoint.get("model"),
-                   "user_api_key_env": endpoint.get("api_key_env"),
-                   "user_temperature": float(user.get("temperature", 0.3)) if endpoint else None}
-        return values
-
-
-def _get(config: dict[str, Any], section: str, key: str, default: Any) -> Any:
-    return (config.get(section) or {}).get(key, default)
-
 
 def read_run(directory: Path) -> RunSettings:
     """The run at `directory`: a training run's directory or the pipeline's (its grpo/ holding the training
-    run). ValueError naming what is missing when it is neither, or its export is gone."""
+    run). ValueError naming what is missing when it is neither, its config lacks a setting tbjax writes, or its
+    export is gone."""
     training = directory if (directory / CONFIG_FILE).is_file() else directory / "grpo"
     for name in (CONFIG_FILE, SUMMARY_FILE):
         if not (training / name).is_file():
             raise ValueError(f"--from-run {directory}: no {name} in {training}; give the directory of a finished "
                              "tbjax run (runs/<name>, the pipeline's or a training run's)")
     config = yaml.safe_load((training / CONFIG_FILE).read_text()) or {}
-    if _get(config, "tasks", "suite", "builtin") != "builtin":
+
+    def setting(dotted: str) -> Any:
+        value: Any = config
+        for key in dotted.split("."):
+            if not isinstance(value, dict) or key not in value:
+                raise ValueError(f"--from-run {directory}: {training / CONFIG_FILE} has no {dotted}; it is not a "
+                                 "config a tbjax run wrote")
+            value = value[key]
+        return value
+
+    if setting("tasks.suite") != "builtin":
         raise ValueError(f"--from-run {directory}: a τ²-bench run; evaluate it with --suite tau2 and its flags "
                          "(its sessions are τ²'s own)")
-    export = _found_under(training, config, json.loads((training / SUMMARY_FILE).read_text())["export"])
+    recorded = Path(json.loads((training / SUMMARY_FILE).read_text())["export"])
+    try:  # recorded relative to where the run was launched, or absolute: found under the directory as it is now
+        export = training / recorded.relative_to(Path(setting("run.root")) / setting("run.name"))
+    except ValueError:
+        export = recorded
     if not (export / "config.json").is_file():
         raise ValueError(f"--from-run {directory}: the run's export {export} is not an HF model directory "
                          "(config.json missing); was it moved or deleted?")
-    return RunSettings(directory=directory, training=training, config=config, export=export)
-
-
-def _found_under(training: Path, config: dict[str, Any], recorded: str) -> Path:
-    """A path the run recorded (relative to where it was launched, or absolute), found under the training
-    directory as it is now, wherever the run directory was moved or is read from."""
-    run = config.get("run") or {}
-    try:
-        return training / Path(recorded).relative_to(Path(run.get("root", "runs")) / run.get("name", "default"))
-    except ValueError:
-        return Path(recorded)
+    owned: dict[str, Any] = {name: type(default)(setting(f"episode.{name}"))
+                             for name, default in vars(EpisodeConfig()).items()}
+    owned |= {"prompt": setting("tasks.prompt"), "tool_call_format": setting("rollout.tool_call_format"),
+              "seed": setting("evaluate.seed")}
+    endpoint = setting("user.endpoint") if setting("user.kind") == "llm" else None
+    owned |= {"user_base_url": None, "user_model": None, "user_api_key_env": None, "user_temperature": None} \
+        if endpoint is None else {"user_base_url": endpoint["base_url"], "user_model": endpoint["model"],
+                                  "user_api_key_env": endpoint.get("api_key_env"),
+                                  "user_temperature": float(setting("user.temperature"))}
+    return RunSettings(directory=directory, training=training, export=export, owned=owned,
+                       evaluated={name: int(setting(f"evaluate.{name}")) for name in ("k", "concurrency")})
 
 
 def apply_run(parser: argparse.ArgumentParser, args: argparse.Namespace, given: set[str]) -> RunSettings:
@@ -131,15 +127,14 @@ def apply_run(parser: argparse.ArgumentParser, args: argparse.Namespace, given: 
         run = read_run(args.from_run)
     except ValueError as error:
         parser.error(str(error))
-    for name, value in run.owned().items():
+    for name, value in run.owned.items():
         if name in given and getattr(args, name) != value:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: the run {run.directory} evaluated with "
                          f"{value}, and --from-run evaluates as it did; drop the flag (or drop --from-run)")
         setattr(args, name, value)
-    evaluate = run.config.get("evaluate") or {}
-    for name in ("k", "concurrency"):
-        if name not in given and name in evaluate:
-            setattr(args, name, int(evaluate[name]))
+    for name, value in run.evaluated.items():
+        if name not in given:
+            setattr(args, name, value)
     args.engine = args.engine or "embedded"
     if "model" not in given:
         args.model = str(run.export)

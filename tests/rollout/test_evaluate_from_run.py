@@ -108,3 +108,12 @@ def test_a_tau2_run_is_refused_with_its_own_command(run_dir: Path, capsys) -> No
     config["tasks"]["suite"] = "tau2"
     config_file.write_text(yaml.safe_dump(config))
     assert "a τ²-bench run; evaluate it with --suite tau2" in refusal(capsys, run_dir)
+
+
+def test_a_config_missing_a_setting_is_refused_naming_it(run_dir: Path, capsys) -> None:
+    """The run's settings are read as tbjax wrote them, never filled with defaults of this package's own."""
+    config_file = run_dir / "grpo" / "config.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    del config["tasks"]["prompt"]
+    config_file.write_text(yaml.safe_dump(config))
+    assert "has no tasks.prompt; it is not a config a tbjax run wrote" in refusal(capsys, run_dir)
