@@ -50,6 +50,11 @@ class ConfigError(Exception):
     system error: every episode would fail the same way, so voiding them would only hide the mistake."""
 
 
+class MissingInputError(ConfigError):
+    """A file the settings name is not on this machine (a τ² venv of a cluster's run planned on a laptop): the
+    trainer's dry run warns where a run stops."""
+
+
 class InvalidTaskError(ValueError):
     """A task that cannot be graded (its golden path fails to replay, it duplicates another, ...)."""
 

@@ -3,8 +3,8 @@
 Batch i is what update i + 1 trains on; that update starts from the weights of step i, published under the
 version "i" (the weights after i steps; a step that skipped its update published nothing, and the version
 served before still names the same weights). An episode is as stale as the number of versions published
-after the one its oldest turn was sampled under, up to the one the consuming update starts from (a refresh
-may land between turns, and later turns are only fresher). With `max_staleness` k:
+after the one its oldest turn was sampled under, up to the one the consuming update starts from (a publish
+may reach the engines between turns, and later turns are only fresher). With `max_staleness` k:
 
 - Batches are produced one after another, in order, so tasks are drawn (and groups named and seeded) in
   the same order as the synchronous loop draws them, whatever the timing.
@@ -21,7 +21,7 @@ Which weights sample a batch depends on the mode:
   the restored weights, the batches in flight when its checkpoint was written (`in_flight`, kept in the
   checkpoint; the consumed batch says it was `replayed`).
 - exact (`pinned`): batch i is sampled wholly under the weights of step `pinned(i)`; the loop hands each
-  update's refresh over as a `Landing`, which lands only when a batch needs it, between batches. With
+  update's publish over as a `Publication`, served only when a batch needs it, between batches. With
   `pinned(i)` = i - k, or the latest checkpoint (or validation) step at or before i where that is newer,
   nothing is in flight at a checkpoint and no result depends on timing: a resumed run repeats the
   uninterrupted one bit for bit (with a deterministic engine), at the cost of draining at those steps.
@@ -40,11 +40,12 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Generic, TypeVar
 
-from rollout.groups import Batch, Group
+from rollout.groups import Batch
 from rollout.trajectory import Trajectory
 
 T = TypeVar("T")
-Landing = Callable[[], Awaitable[dict[str, float]]]  # makes the engines serve a published version; what it measured
+# makes the engines serve a published version and verifies it; what the verification measured
+Publication = Callable[[], Awaitable[dict[str, float]]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,9 +103,9 @@ class BatchProducer(Generic[T]):
         self._updated = served  # the newest step whose update is done
         self._served = served  # the step whose weights the engines serve
         self._published = [served]  # the versions published since the start (ascending), the served one last
-        self._landings: list[tuple[int, Landing]] = []  # exact mode: published, not yet served, ascending
-        self._landing = asyncio.Lock()  # one landing at a time, in order
-        self._landed: dict[str, float] = {}  # what the landings since the last `landed()` measured
+        self._publications: list[tuple[int, Publication]] = []  # exact mode: published, not yet served, ascending
+        self._serving = asyncio.Lock()  # one publication served at a time, in order
+        self._verified: dict[str, float] = {}  # what the publications served since the last `verified()` measured
         self._tasks: dict[int, asyncio.Task[Batch[T]]] = {}  # started, not yet taken
         self._running: int | None = None  # the batch being produced
         self._first_draws: dict[int, int] = {}  # index -> tasks drawn before it started (started, not taken)
@@ -113,17 +114,17 @@ class BatchProducer(Generic[T]):
         self._busy_since = 0.0
         self.start_versions: dict[int, int] = {}  # index -> the version served when it started
 
-    def updated(self, step: int, *, new_weights: bool = True, landing: Landing | None = None) -> None:
+    def updated(self, step: int, *, new_weights: bool = True, publication: Publication | None = None) -> None:
         """Step `step`'s update is done (`new_weights`: published as version `step`; False: the step skipped
         its update and the version before names its weights). Eager: the engines already serve them. Exact:
-        `landing` makes them do so, when a batch needs them. A batch that waited may start."""
-        if (landing is not None) != (self._pinned is not None and new_weights):
-            raise ValueError("a Landing comes with each new version in exact mode (pinned), and only then")
+        `publication` makes them do so, when a batch needs them. A batch that waited may start."""
+        if (publication is not None) != (self._pinned is not None and new_weights):
+            raise ValueError("a Publication comes with each new version in exact mode (pinned), and only then")
         self._updated = step
         if new_weights:
             self._published.append(step)
-        if landing is not None:
-            self._landings.append((step, landing))
+        if publication is not None:
+            self._publications.append((step, publication))
         elif self._pinned is None:
             self._served = step
         self._start_next()
@@ -132,13 +133,13 @@ class BatchProducer(Generic[T]):
         """Exact mode: the engines serve step `step`'s weights before this returns (the loop's validation scores
         them); refused while a batch pinned to older weights is being produced."""
         if self._running is not None and self._pin(self._running) < step:
-            raise RuntimeError(f"step {step}'s weights cannot land while batch {self._running} is sampled under "
+            raise RuntimeError(f"step {step}'s weights cannot be served while batch {self._running} is sampled under "
                                f"step {self._pin(self._running)}'s")
-        await self._land(step)
+        await self._serve_published(step)
 
-    def landed(self) -> dict[str, float]:
-        """What the landings since the last call measured (the newest one's)."""
-        measured, self._landed = self._landed, {}
+    def verified(self) -> dict[str, float]:
+        """What the publications served since the last call measured (the newest one's)."""
+        measured, self._verified = self._verified, {}
         return measured
 
     def in_flight(self) -> dict[int, int]:
@@ -201,16 +202,16 @@ class BatchProducer(Generic[T]):
 
     async def _production(self, index: int) -> Batch[T]:
         if self._pinned is not None:
-            await self._land(self._pin(index))
+            await self._serve_published(self._pin(index))
         self.start_versions[index] = self._served
         return await self._produce(index)
 
-    async def _land(self, step: int) -> None:
+    async def _serve_published(self, step: int) -> None:
         """Lands the published versions up to step `step`'s, in order (a delta applies to the one before)."""
-        async with self._landing:
-            while self._landings and self._landings[0][0] <= step:
-                _, landing = self._landings.pop(0)
-                self._landed = await landing()
+        async with self._serving:
+            while self._publications and self._publications[0][0] <= step:
+                _, publication = self._publications.pop(0)
+                self._verified = await publication()
             self._served = max(self._served, step)
 
     def _settle(self) -> None:
@@ -229,15 +230,13 @@ class BatchProducer(Generic[T]):
 def _measured(batch: Batch[T], published: Sequence[int], max_staleness: int, draws: int,
               waited: float) -> ConsumedBatch[T]:
     """`batch` without the groups holding an episode staler than `max_staleness`, and the staleness of every
-    scored episode."""
-    staleness: collections.Counter[int] = collections.Counter()
-    stale: list[Group[T]] = []
-    for group in batch.scored:
-        ages = [episode_staleness(t.weight_versions, published) for t in group.trajectories]
-        staleness.update(ages)
-        if group.informative and max(ages, default=0) > max_staleness:
-            stale.append(group)
-    kept = [g for g in batch.groups if not any(g is old for old in stale)]
+    scored episode. The groups measured are those the scheduler kept: its score rule decided once which are
+    informative, and deciding again here could disagree with it (and with the packer, which trains on them)."""
+    def age(trajectory: Trajectory) -> int:
+        return episode_staleness(trajectory.weight_versions, published)
+
+    staleness = collections.Counter(age(t) for group in batch.scored for t in group.trajectories)
+    kept = [g for g in batch.groups if all(age(t) <= max_staleness for t in g.trajectories)]
     counts = dataclasses.replace(batch.counts, informative=len(kept))
     return ConsumedBatch(Batch(kept, counts, batch.scored, batch.replaced_tasks), tuple(published),
-                         dict(sorted(staleness.items())), len(stale), draws, waited)
+                         dict(sorted(staleness.items())), len(batch.groups) - len(kept), draws, waited)

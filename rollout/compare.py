@@ -27,11 +27,11 @@ from rollout.compare_table import comparison_markdown
 from rollout.evaluation.coverage import campaign_coverage, refuse_inexact
 from rollout.evaluation.prices import PriceTable, load_prices
 from rollout.evaluation.summary import summarize
-from rollout.formats import pct, points
 from rollout.log_routing import LOG_FILE, OWN_PACKAGES, add_verbose_flag, route_logs
 from rollout.metrics import TaskCounts, paired_bootstrap_ci, per_task_scores, reported_ks
 from rollout.plots import compare_domains_png
 from rollout.records import TrialRecord, atomic_write, canonical_json, read_records, task_counts
+from rollout.report_numbers import pct, points
 
 log = logging.getLogger("rollout.compare")
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rollout.evaluation.coverage import describe
-from rollout.formats import interval, pct, points
+from rollout.report_numbers import interval, pct, points
 
 Row = tuple[str, str, str, str, str]
 

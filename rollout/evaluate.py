@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -54,10 +55,10 @@ from rollout.evaluation.runner import TrialRunner, run_trials
 from rollout.evaluation.suites import (
     SPLITS,
     add_suite_flags,
-    add_tau2_flags,
+    brings_own_tasks,
     check_suite_flags,
-    load_tau2,
-    load_thinkingbox,
+    suite_sessions,
+    suite_tasks,
 )
 from rollout.evaluation.summary import summarize, task_rows
 from rollout.launch_sglang import LaunchError
@@ -133,11 +134,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--limit", type=int, help="only the first N tasks")
     p.add_argument("--title", help="report title")
     add_engine_flags(p)
-    add_suite_flags(p)
-    add_tau2_flags(p, grading="tau2")
+    add_suite_flags(p, evaluation=True)
     add_verbose_flag(p)
     args = p.parse_args(argv)
-    check_suite_flags(p, args, tau2_split="test")
+    check_suite_flags(p, args, evaluation=True)
     if args.from_run is not None:
         apply_run(p, args, given_flags(p, list(argv), args))
     return args
@@ -148,20 +148,14 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     if args.from_trials:
         return write_reports(read_records(args.from_trials), args.out, prices=prices,
                              title=args.title or f"Evaluation from {args.from_trials.name}")
-    if args.thinkingbox_data or args.suite == "tau2":
-        suite = load_thinkingbox(args) if args.thinkingbox_data else load_tau2(args)
-        try:
-            async with trial_runner_from_flags(args, opener=suite.open) as runner:
-                return await evaluate(suite.tasks, runner, out=args.out, k=args.k, resume=args.resume,
-                                      concurrency=args.concurrency, prices=prices, title=args.title,
-                                      retry_system_errors=args.retry_system_errors)
-        finally:
-            await suite.aclose()
-    tasks = command_tasks(args.tasks, args.domain, args.split, args.limit, for_training=False)
-    async with trial_runner_from_flags(args) as runner:
-        return await evaluate(tasks, runner, out=args.out, k=args.k, resume=args.resume,
-                              concurrency=args.concurrency, prices=prices, title=args.title,
-                              retry_system_errors=args.retry_system_errors)
+    async with contextlib.AsyncExitStack() as stack:
+        if brings_own_tasks(args):  # its sessions end with this campaign
+            tasks, opener = suite_tasks(args), await stack.enter_async_context(suite_sessions(args))
+        else:  # the built-in domains: the tasks the flags choose, played with the user they name
+            tasks, opener = command_tasks(args.tasks, args.domain, args.split, args.limit, for_training=False), None
+        runner = await stack.enter_async_context(trial_runner_from_flags(args, opener=opener))
+        return await evaluate(tasks, runner, out=args.out, k=args.k, resume=args.resume, concurrency=args.concurrency,
+                              prices=prices, title=args.title, retry_system_errors=args.retry_system_errors)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

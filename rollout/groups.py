@@ -9,9 +9,10 @@ Rules, in the order they apply:
   batch's other episodes and propagates. A group that still fails is given up: its task is reported in
   `Batch.replaced_tasks` and a new task from the source takes its place. More than `max_replacements` given-up
   tasks in one batch means the infrastructure is broken, and `SchedulingError` is raised.
-- A group's episodes are compared by score: the 0/1 verdict, less `format_penalty` per malformed tool call
-  (`Trajectory.score`). With a penalty, a group of passes of which some wrote malformed calls is informative.
-- DAPO dynamic sampling: a group whose scores are all equal has zero advantage everywhere and is dropped;
+- A group's episodes are compared by the objective's `rollout.score_rule.ScoreRule` (the one the trainer's
+  advantages come from): the 0/1 verdict, shaped by the format penalty and the overlong rule. A group of equal
+  verdicts whose shaped scores differ is informative (the rule's docstring says why).
+- DAPO dynamic sampling: a group whose shaped scores are all equal has zero advantage everywhere and is dropped;
   new tasks are drawn for the dropped groups, at most `max_extra_rounds` times. The batch may therefore hold
   fewer than B groups (none: the trainer skips the step and says so). With a `replacement` source, a dropped
   group's task is replaced by one like it (the trainer's by-kind draw: one of the same kind), so the kinds the
@@ -30,6 +31,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from rollout.failures import INFRASTRUCTURE_ERRORS, system_error_kind
+from rollout.score_rule import VERDICT, ScoreRule
 from rollout.trajectory import Trajectory
 
 T = TypeVar("T")
@@ -55,17 +57,11 @@ class GroupConfig:
     max_extra_rounds: int = 4  # dynamic-sampling draws beyond the first B tasks
     max_replacements: int | None = None  # given-up tasks tolerated per batch; None: `groups`
     refill_delay_s: float = 0.0  # wait before a re-run (doubling each time): a restarting server needs it
-    # score lost per malformed tool call (0: the verdict alone, as in the seed run). The verdict ignores a
-    # call the agent got wrong and then repeated correctly, so without it nothing in GRPO discourages them
-    format_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         if self.groups < 1 or self.group_size < 2 or self.max_concurrency < 1:
             raise ValueError(f"need groups >= 1, group_size >= 2 (GRPO compares within a group) and "
                              f"max_concurrency >= 1, got {self}")
-        if not 0.0 <= self.format_penalty <= 1.0:
-            raise ValueError(f"groups.format_penalty={self.format_penalty} is outside [0, 1]: it is the score a "
-                             "malformed tool call costs an episode whose verdict is 0 or 1")
 
 
 @dataclasses.dataclass
@@ -73,7 +69,7 @@ class Group(Generic[T]):
     task: T
     group_id: str
     trajectories: list[Trajectory]
-    format_penalty: float = 0.0
+    score_rule: ScoreRule  # the scheduler's: what the group's episodes are compared by
 
     @property
     def rewards(self) -> list[float]:
@@ -82,12 +78,13 @@ class Group(Generic[T]):
 
     @property
     def scores(self) -> list[float]:
-        """What the episodes' advantages come from (`Trajectory.score`)."""
-        return [t.score(self.format_penalty) for t in self.trajectories]
+        """The shaped scores the episodes' advantages come from."""
+        return [self.score_rule.score(t) for t in self.trajectories]
 
     @property
     def informative(self) -> bool:
-        return len(set(self.scores)) > 1
+        """Whether the shaped scores differ: a group where they do not has no gradient and is dropped."""
+        return self.score_rule.informative(self.trajectories)
 
 
 @dataclasses.dataclass
@@ -117,14 +114,17 @@ class Batch(Generic[T]):
 
 
 class GroupScheduler(Generic[T]):
-    """Fills one batch per `next_batch()` call from a task iterator the caller owns (and checkpoints)."""
+    """Fills one batch per `next_batch()` call from a task iterator the caller owns (and checkpoints), keeping
+    the groups `score_rule` finds informative (the objective's rule; default: the verdict alone)."""
 
     def __init__(self, tasks: Iterator[T], run_episode: EpisodeRunner[T], config: GroupConfig,
-                 first_draw: int = 0, replacement: Callable[[T], T] | None = None) -> None:
+                 first_draw: int = 0, replacement: Callable[[T], T] | None = None,
+                 score_rule: ScoreRule = VERDICT) -> None:
         self._tasks = tasks
         self._replacement = replacement  # the task that replaces a dropped group's (None: the stream's next)
         self._run_episode = run_episode
         self.config = config
+        self.score_rule = score_rule
         self._draws = first_draw  # group ids stay unique across batches (and across a resume: see `draws`)
 
     @property
@@ -209,8 +209,7 @@ class GroupScheduler(Generic[T]):
             counts.episodes += len(results)
             errors = [r for r in results if isinstance(r, str)]
             if not errors:
-                group = Group(task, group_id, [r for r in results if isinstance(r, Trajectory)],
-                              self.config.format_penalty)
+                group = Group(task, group_id, [r for r in results if isinstance(r, Trajectory)], self.score_rule)
                 counts.scored_episodes += len(group.trajectories)
                 counts.reward_sum += sum(group.rewards)
                 return group

@@ -35,8 +35,10 @@ import yaml
 
 from envs import Task
 from envs.errors import ConfigError
+from envs.suite_registry import get_suite
 from rollout.episode import SessionOpener
 from rollout.evaluate import TRIALS_FILE
+from rollout.evaluation import suites
 from rollout.evaluation.charts import png_bytes
 from rollout.evaluation.engine_flags import add_engine_flags, trial_runner_from_flags
 from rollout.evaluation.figures import bands_figure
@@ -49,7 +51,6 @@ from rollout.evaluation.selection import (
     band_counts,
     select,
 )
-from rollout.evaluation.suites import SPLITS, add_tau2_flags, check_suite_flags, load_tau2
 from rollout.launch_sglang import LaunchError
 from rollout.log_routing import LOG_FILE, OWN_PACKAGES, add_verbose_flag, route_logs
 from rollout.records import TrialLog, atomic_write, canonical_json, read_records, task_counts
@@ -132,7 +133,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true", help="continue out/trials.jsonl")
     p.add_argument("--domain", action="append", help="a candidate domain: a built-in or installed one by name, "
                    "or module:attr; with --suite tau2 a bare τ² domain (repeatable; default: all)")
-    p.add_argument("--split", default="train", choices=SPLITS,
+    p.add_argument("--split", default="train", choices=suites.SPLITS,
                    help="the candidates' split (default train; τ²-bench's test split is never selected from)")
     p.add_argument("--tasks", type=Path, help="a JSONL file of candidate tasks")
     p.add_argument("--limit", type=int, help="only the first N candidates")
@@ -145,10 +146,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--exclude-ids", type=Path, action="append", default=[], help="more benchmark task ids (file)")
     p.add_argument("--exclude-prefix", action="append", default=[], help="more benchmark task id prefixes")
     add_engine_flags(p)
-    add_tau2_flags(p, grading="fast")
+    suites.add_suite_flags(p, evaluation=False)
     add_verbose_flag(p)
     args = p.parse_args(argv)
-    check_suite_flags(p, args, tau2_split="train")
+    suites.check_suite_flags(p, args, evaluation=False)
     return args
 
 
@@ -163,24 +164,23 @@ async def _collect(args: argparse.Namespace) -> Path:
     """The base policy's records: --from-trials, or run n trials per candidate into out/trials.jsonl."""
     if args.from_trials:
         return args.from_trials
-    if args.suite == "tau2":
-        suite = load_tau2(args)
-        try:
-            await _run_candidates(args, tau2_candidates(suite.tasks, args.split), suite.open)
-        finally:
-            await suite.aclose()
+    if suites.brings_own_tasks(args):
+        candidates = suite_candidates(args)
+        async with suites.suite_sessions(args) as opener:
+            await _run_candidates(args, candidates, opener)
     else:
         await _run_candidates(args, command_tasks(args.tasks, args.domain, args.split, args.limit, for_training=True))
     return args.out / TRIALS_FILE
 
 
-def tau2_candidates(tasks: list[Task], split: str) -> list[Task]:
-    """The τ² suite's tasks as candidates, refused (naming one) when any is a test-split task: those are
-    evaluation-only, so --split test and base stop here, before any engine starts."""
+def suite_candidates(args: argparse.Namespace) -> list[Task]:
+    """The chosen suite's tasks of --split as candidates, refused (naming one) when any is a benchmark task (τ²'s
+    test split): those are evaluation-only, so τ²'s --split test and base stop here, before any engine starts."""
     try:
-        return split_tasks(TaskSource(pool=tasks, names=COMMAND_FLAGS), None, for_training=True)
+        return split_tasks(TaskSource(pool=suites.suite_tasks(args), names=COMMAND_FLAGS), None, for_training=True)
     except TaskChoiceError as error:
-        raise TaskChoiceError(f"--suite tau2 --split {split}: {error}; select from --split train") from error
+        raise TaskChoiceError(f"{args.suite_flag} --split {args.split}: {error}; select from --split "
+                              f"{get_suite(args.suite).splits[0]}") from error
 
 
 async def _run_candidates(args: argparse.Namespace, tasks: list[Task], opener: SessionOpener | None = None) -> None:

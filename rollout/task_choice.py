@@ -5,16 +5,14 @@ A pool is a JSONL file of your own tasks (sealed against the domains their `doma
 known domains' tasks of one split, or an external suite's tasks (`TaskSource.pool`, e.g. τ²-bench's). The
 same filters then apply in this order: domains, then (train split) templates, then a selection's ids; a
 setting that selects nothing is an error naming what it could have chosen. Held-out tasks are drawn spread
-evenly over templates. A benchmark task (an id an evaluation-only suite such as envs.thinkingbox claims, or
-τ²-bench's test split, envs.tau2) is refused wherever tasks are chosen to be trained on or selected from,
-and allowed where they are only evaluated.
+evenly over templates. A benchmark task (an id a suite of envs.suite_registry claims: every task of the
+evaluation-only ThinkingBox-Bench, τ²-bench's test split) is refused wherever tasks are chosen to be trained on
+or selected from, and allowed where they are only evaluated.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Literal
@@ -25,8 +23,7 @@ import yaml
 from envs import DomainError, InvalidTaskError, Split, Task, load_tasks
 from envs.loading import seal_tasks, task_records
 from envs.registry import domain_name
-
-BENCHMARK_MODULES = ("envs.thinkingbox", "envs.tau2")
+from envs.suite_registry import SUITES
 
 
 class TaskChoiceError(ValueError):
@@ -90,23 +87,10 @@ class BenchmarkExclusion:
                 "predicates": [f"{p.__module__}.{p.__qualname__}" for p in self.predicates]}
 
 
-def benchmark_exclusion(modules: Sequence[str] = BENCHMARK_MODULES) -> BenchmarkExclusion:
-    """The hook for evaluation-only suites: each importable module in `modules` may export
-    `is_benchmark_task(task_id) -> bool`, `BENCHMARK_TASK_IDS` (iterable of ids) and `BENCHMARK_TASK_PREFIXES`
-    (tuple of id prefixes); all of them are refused. A suite that is not installed contributes nothing."""
-    exclusion = BenchmarkExclusion()
-    for name in modules:
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except ModuleNotFoundError:  # its parent package is missing
-            found = False
-        if found:
-            module = importlib.import_module(name)
-            predicate: Callable[[str], bool] | None = getattr(module, "is_benchmark_task", None)  # as documented
-            exclusion = exclusion.merged(getattr(module, "BENCHMARK_TASK_IDS", ()),
-                                         getattr(module, "BENCHMARK_TASK_PREFIXES", ()),
-                                         [predicate] if callable(predicate) else [])
-    return exclusion
+def benchmark_exclusion() -> BenchmarkExclusion:
+    """The benchmark ids every registered suite claims (its `is_benchmark_task`), all of them refused."""
+    return BenchmarkExclusion(predicates=tuple(suite.is_benchmark_task for suite in SUITES.values()
+                                               if suite.is_benchmark_task is not None))
 
 
 def refuse_benchmark(tasks: list[Task], where: str, exclusion: BenchmarkExclusion | None = None) -> list[Task]:

@@ -41,15 +41,6 @@ class Trajectory:
     def malformed_tool_calls(self) -> int:
         return sum(self.malformed.values())
 
-    def score(self, format_penalty: float) -> float:
-        """What GRPO compares within the group: the verdict, less `format_penalty` for each malformed tool
-        call, at most 1 in all (a pass never scores below a clean failure). Pass rates count the verdict
-        alone."""
-        if self.reward is None:
-            raise ValueError(f"episode {self.task_id} of group {self.group_id} has no reward (system error "
-                             f"{self.system_error!r}): it is never scored")
-        return self.reward - min(1.0, format_penalty * self.malformed_tool_calls)
-
     @property
     def weight_version(self) -> str | None:
         """The version the first agent turn was sampled with (what on-policy checks compare)."""

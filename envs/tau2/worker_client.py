@@ -54,7 +54,7 @@ class WorkerProcess:
         self._stderr = tempfile.TemporaryFile()  # its warnings, quoted when it fails; never a pipe left unread
         try:
             self._process = await asyncio.create_subprocess_exec(
-                self.config.python, str(WORKER), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                self.config.interpreter, str(WORKER), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=self._stderr, limit=STREAM_LIMIT)
         except OSError as error:
             raise Tau2WorkerError(f"{self.label}: cannot start {self.config.python}: {error}") from error

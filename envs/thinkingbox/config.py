@@ -21,8 +21,9 @@ class ThinkingBoxConfig(BaseModel):
     test_list: str = Field(default=RELEASE_TEST_LIST, description="test list, relative to `data` or absolute")
     drop_policy_sources: bool = Field(default=True, description="no Typesense here: drop `sources` from the "
                                                                 "server config (disables policy search only)")
-    start_timeout_s: float = 60.0  # process start + MCP handshake + tool listing
-    call_timeout_s: float = 60.0  # one tool call, init or effects
+    start_timeout_s: float = Field(default=60.0, description="seconds for a server's start: the process, the MCP "
+                                   "handshake and the tool listing")
+    call_timeout_s: float = Field(default=60.0, description="seconds for one tool call, init or effects")
     max_concurrent_starts: int = Field(default=4, ge=1, description="server processes starting at once (a "
                                                                     "start is CPU-heavy, envs/README.md says how "
                                                                     "much; episodes may be many)")

@@ -14,8 +14,8 @@ From it come:
   decode steps and determinism. In deterministic mode each episode keeps its own cache row over HTTP
   (rollout.engines.sglang_wire's session headers), as in the trainer's in-process engine.
 
-The run's config is read as plain YAML: this package never imports tbjax. τ²-bench runs are refused (their
-evaluation opens τ²'s own sessions: `--suite tau2`).
+The run's config is read as plain YAML: this package never imports tbjax. Runs of a suite with sessions of its own
+are refused (τ²-bench's: evaluate them with `--suite tau2`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ from typing import Any
 
 import yaml
 
+from envs.suite_registry import get_suite
 from rollout.episode import EpisodeConfig
+from rollout.evaluation.agent_sources import DEFAULT_SOURCE, SOURCES
+from rollout.evaluation.suites import brings_own_tasks
 
 CONFIG_FILE, SUMMARY_FILE = "config.yaml", "summary.json"
 HELDOUT_TASKS = Path("eval") / "heldout.jsonl"  # the pipeline's held-out tasks (envs.write_jsonl), under the run
@@ -89,9 +92,10 @@ def read_run(directory: Path) -> RunSettings:
             value = value[key]
         return value
 
-    if setting("tasks.suite") != "builtin":
-        raise ValueError(f"--from-run {directory}: a τ²-bench run; evaluate it with --suite tau2 and its flags "
-                         "(its sessions are τ²'s own)")
+    suite = get_suite(setting("tasks.suite"))
+    if suite.settings_type is not None:
+        raise ValueError(f"--from-run {directory}: a {suite.title} run; evaluate it with --suite {suite.name} and "
+                         f"its flags (its sessions are {suite.title}'s own)")
     recorded = Path(json.loads((training / SUMMARY_FILE).read_text())["export"])
     try:  # recorded relative to where the run was launched, or absolute: found under the directory as it is now
         export = training / recorded.relative_to(Path(setting("run.root")) / setting("run.name"))
@@ -116,13 +120,13 @@ def read_run(directory: Path) -> RunSettings:
 def apply_run(parser: argparse.ArgumentParser, args: argparse.Namespace, given: set[str]) -> RunSettings:
     """Fills `args` from the run --from-run names (module docstring); a given flag that contradicts the run, or
     that cannot act with it, is the parser's error."""
-    for flag, why in (("from_trials", "recomputes reports from records"), ("thinkingbox_data", "opens its own "
-                      "sessions"), ("server_args", "sets the servers as the run did (tbjax.serve --run-config)")):
+    for flag, why in (("from_trials", "recomputes reports from records"),
+                      ("server_args", "sets the servers as the run did (tbjax.serve --run-config)")):
         if flag in given:
             parser.error(f"--{flag.replace('_', '-')} {why}; --from-run cannot act with it: drop one")
-    if args.suite == "tau2" or args.engine == "openai":
+    if brings_own_tasks(args) or (args.engine is not None and not SOURCES[args.engine].token_level):
         parser.error("--from-run evaluates as the run did, on token-level engines with the built-in domains: drop "
-                     "--suite tau2 / --engine openai")
+                     f"{args.suite_flag if brings_own_tasks(args) else f'--engine {args.engine}'}")
     try:
         run = read_run(args.from_run)
     except ValueError as error:
@@ -135,12 +139,11 @@ def apply_run(parser: argparse.ArgumentParser, args: argparse.Namespace, given: 
     for name, value in run.evaluated.items():
         if name not in given:
             setattr(args, name, value)
-    args.engine = args.engine or "embedded"
+    args.engine = args.engine or DEFAULT_SOURCE
     if "model" not in given:
         args.model = str(run.export)
         args.model_name = args.model_name or TRAINED
-    if args.engine == "sglang":
-        args.tokenizer = args.tokenizer or str(run.export)
+    args.tokenizer = args.tokenizer or str(run.export)  # the policy's, for engines whose servers run elsewhere
     name = args.model_name or Path(args.model).name
     args.server_args = shlex.join(["--run-config", str(run.config_file), "--weight-version", name])
     if not given & {"tasks", "domain", "split"}:

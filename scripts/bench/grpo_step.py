@@ -63,7 +63,7 @@ def synthetic_groups(args: argparse.Namespace, vocab: int = CONFIG["vocab_size"]
 
 
 def tunix_arrays(groups: list[list[Trajectory]], args: argparse.Namespace, optim: OptimSection,
-                 loss: GRPOSection) -> dict[str, np.ndarray]:
+                 grpo: GRPOSection) -> dict[str, np.ndarray]:
     """The same batch in tunix's layout (prompts left-padded, completions right-padded), the same advantages,
     and the setup the worker needs (it cannot import tbjax)."""
     episodes = [t for group in groups for t in group]
@@ -72,20 +72,20 @@ def tunix_arrays(groups: list[list[Trajectory]], args: argparse.Namespace, optim
     for row, t in enumerate(episodes):
         prompt_ids[row, args.prompt - t.prompt_tokens:] = t.token_ids[:t.prompt_tokens]
         completion_ids[row, :t.completion_tokens] = t.token_ids[t.prompt_tokens:]
-    advantages = episode_advantages([[t.reward for t in g] for g in groups], loss)
+    advantages = episode_advantages([[t.reward for t in g] for g in groups], grpo)
     setup = {"model": CONFIG, "group_size": args.group_size, "temperature": 1.0,
-             "loss": {"clip_low": loss.clip_low, "clip_high": loss.clip_high},
+             "loss": {"clip_low": grpo.clip_low, "clip_high": grpo.clip_high},
              "optim": {k: getattr(optim, k) for k in ("learning_rate", "b1", "b2", "eps", "weight_decay", "grad_clip")}}
     return {"setup": np.array(json.dumps(setup)), "prompt_ids": prompt_ids, "completion_ids": completion_ids,
             "advantages": advantages.astype(np.float32)}
 
 
-def tbjax_step(batch: PackedBatch, optim: OptimSection, loss: GRPOSection, logprob_chunk: int, cpu: list[float]):
+def tbjax_step(batch: PackedBatch, optim: OptimSection, grpo: GRPOSection, logprob_chunk: int, cpu: list[float]):
     """One GRPOTrainer.update per call (the state it donates is carried over; its CPU seconds go to `cpu`),
     and the parameter count."""
     model = Qwen(ModelConfig.from_hf_dict(CONFIG), nnx.Rngs(0))
     params = sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
-    trainer = GRPOTrainer(model, loss, optim, logprob_chunk=logprob_chunk)
+    trainer = GRPOTrainer(model, grpo, optim, logprob_chunk=logprob_chunk)
     state = trainer.init_state(model)
 
     def step() -> None:
@@ -153,16 +153,16 @@ def main() -> None:
     parser.add_argument("--tunix-python", help="python of a venv with google-tunix (default: $TBJAX_TUNIX_PYTHON)")
     args = parser.parse_args()
     python = tunix_python(args.tunix_python)
-    optim, loss = OptimSection(), GRPOSection()
+    optim, grpo = OptimSection(), GRPOSection()
     groups = synthetic_groups(args)
     tokens = sum(len(t.token_ids) for g in groups for t in g)
-    batch = batch_from_groups(groups, loss, args.prompt + args.completion, args.micro_rows)
+    batch = batch_from_groups(groups, grpo, args.prompt + args.completion, args.micro_rows)
 
     with tempfile.TemporaryDirectory() as tmp:
-        np.savez(Path(tmp) / "batch.npz", **tunix_arrays(groups, args, optim, loss))
+        np.savez(Path(tmp) / "batch.npz", **tunix_arrays(groups, args, optim, grpo))
         worker = TunixWorker(python, Path(tmp) / "batch.npz", Path(tmp) / "worker.log")
         tbjax_cpu: list[float] = []
-        step, params = tbjax_step(batch, optim, loss, args.logprob_chunk, tbjax_cpu)
+        step, params = tbjax_step(batch, optim, grpo, args.logprob_chunk, tbjax_cpu)
         seconds = median_seconds({"tbjax": step, "tunix": worker.step}, args.steps)
         tunix_rss = worker.close()
     tbjax_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -43,11 +43,11 @@ def delta_shares(architecture: dict, setting: tuple[str, str, str], updates: int
     param_dtype, masters, published = setting
     config = ModelConfig.from_hf_dict(architecture, RuntimeConfig(param_dtype=param_dtype, compute_dtype="float32"))
     model = Qwen(config, nnx.Rngs(0))
-    loss, optim = GRPOSection(), OptimSection(master_dtype=masters)
-    trainer = GRPOTrainer(model, loss, optim)
+    grpo, optim = GRPOSection(), OptimSection(master_dtype=masters)
+    trainer = GRPOTrainer(model, grpo, optim)
     state = trainer.init_state(model)
     shape = argparse.Namespace(episodes=8, group_size=4, prompt=64, completion=192, lengths="varied")
-    batch = batch_from_groups(synthetic_groups(shape, config.vocab_size), loss, 256, 1)
+    batch = batch_from_groups(synthetic_groups(shape, config.vocab_size), grpo, 256, 1)
     assert batch is not None, "the synthetic groups are informative"
     publisher = DeltaPublisher("elements", full_every=updates + 1)
     whole = publisher.publish(trainer.model_for(state.params), root, 0, dtype=published)

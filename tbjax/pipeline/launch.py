@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rollout.evaluation.coverage import InexactCampaignError
-from rollout.formats import count
 from rollout.log_routing import LOG_FILE, route_logs
+from rollout.report_numbers import count
 from tbjax.assets.model_source import planned_model_config, resolve_model_dir
 from tbjax.config import Config, ConfigError
 from tbjax.models import CheckpointError, Qwen, UnsupportedModelError

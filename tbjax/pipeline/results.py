@@ -9,8 +9,9 @@ from typing import Any
 
 from rich.table import Table
 
+from envs.suite_registry import get_suite
 from rollout.compare_table import Row, domain_rows, markdown_table, score_rows
-from rollout.formats import pct
+from rollout.report_numbers import pct
 from tbjax.config import Config
 
 
@@ -22,18 +23,22 @@ def _tokens(summary: dict[str, Any]) -> str:
 SCORE_HEADER = ("score", "base", "trained", "delta", "95% bootstrap")
 DECISION_HEADER = ("task kind", "decision", "base", "trained", "change [95% bootstrap]")
 HELDOUT_KINDS = {"templates": "held-out templates (requests and tools never trained on)",
-                 "instances": "held-out instances of the trained templates (new customers, ids and values)",
-                 "tau2": "the test split of τ²-bench (tasks never selected from or trained on)"}
+                 "instances": "held-out instances of the trained templates (new customers, ids and values)"}
 
 
-def heldout_kind(config: Config) -> str:
-    """What the held-out tasks are, as a key of HELDOUT_KINDS: τ²-bench's test split, or `evaluate.heldout`."""
-    return "tau2" if config.tasks.suite == "tau2" else config.evaluate.heldout
+def heldout_description(config: Config) -> str:
+    """What the held-out tasks are: as `evaluate.heldout` chooses them among the built-in domains' (HELDOUT_KINDS),
+    or a suite's held-out split (τ²-bench's test split)."""
+    suite = get_suite(config.tasks.suite)
+    if suite.settings_type is None:
+        return HELDOUT_KINDS[config.evaluate.heldout]
+    return f"the {suite.heldout_split} split of {suite.title} (tasks never selected from or trained on)"
 
 
 def results_table(result: dict[str, Any], seconds: dict[str, float], heldout: str) -> Table:
+    """The comparison on the console; `heldout` says what the held-out tasks are (`heldout_description`)."""
     a = result["a"]
-    table = Table(title=f"{HELDOUT_KINDS[heldout]}: {a['tasks']} tasks x {a['k']} trials, base vs trained")
+    table = Table(title=f"{heldout}: {a['tasks']} tasks x {a['k']} trials, base vs trained")
     for column in ("score", "base", "trained", "delta", "95% bootstrap"):
         table.add_column(column)
     for row in score_rows(result):
@@ -98,7 +103,7 @@ def results_markdown(result: dict[str, Any], seconds: dict[str, float], config: 
                      slipped: dict[str, dict[str, int]] | None = None,
                      on_templates: dict[str, Any] | None = None, grpo: dict[str, Any] | None = None) -> str:
     a = result["a"]
-    lines = [f"{HELDOUT_KINDS[heldout_kind(config)].capitalize()}: {a['tasks']} tasks x {a['k']} trials each, "
+    lines = [f"{heldout_description(config).capitalize()}: {a['tasks']} tasks x {a['k']} trials each, "
              "the same sampling seeds for both policies; "
              f"intervals are paired bootstrap 95% over tasks ({config.evaluate.bootstrap_resamples} resamples).",
              "", slips_line(config, slipped), ""]

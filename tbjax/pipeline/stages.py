@@ -35,7 +35,7 @@ import yaml
 from rich.console import Console
 
 from envs import Task, write_jsonl
-from envs.tau2.config import Grading
+from envs.suite_registry import get_suite
 from rollout.compare import write_comparison
 from rollout.decisions import decision_rows
 from rollout.evaluate import evaluate
@@ -59,16 +59,13 @@ from tbjax.config import Config, ConfigError
 from tbjax.engine.configured import embedded_engine
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models.placement import load_policy
-from tbjax.pipeline.results import heldout_kind, results_markdown, results_table
+from tbjax.pipeline.results import heldout_description, results_markdown, results_table
 from tbjax.sections.run import RunSection
 from tbjax.trainer.loop import run_training
 from tbjax.trainer.suite_setup import configured_opener, session_opener, task_source
 from tbjax.warmstart.warm_start import load_or_record_demos, load_or_record_slips, slip_summary, warm_start
 
 console = Console()
-# τ²-bench's held-out scores are its own evaluator's (it replays each trajectory), as rollout.evaluate reports them;
-# selection and GRPO grade as tau2.grading says
-EVALUATION_GRADING: Grading = "tau2"
 STAGES = ("assets", "warm start", "select", "evaluate base", "grpo", "evaluate trained", "compare")
 SYSTEM_ERROR_ROUNDS = 2  # further runs of a campaign's trials lost to system errors, before its comparison refuses
 
@@ -137,23 +134,24 @@ class Campaigns:
                                            self.name)
         return self._engine
 
-    def run(self, tasks: list[Task], k: int, seed: int, out: Path, grading: Grading | None = None) -> dict[str, Any]:
-        """`k` trials of each task, recorded under `out`; a τ² suite grades them as `grading` says (None: as
-        training does, tau2.grading). Trials lost to system errors run again, up to SYSTEM_ERROR_ROUNDS more
-        times (a campaign left inexact is refused by the comparison)."""
+    def run(self, tasks: list[Task], k: int, seed: int, out: Path, evaluation: bool = False) -> dict[str, Any]:
+        """`k` trials of each task, recorded under `out`, graded as training grades them, or for `evaluation` as the
+        suite grades its evaluation (τ²-bench: its own evaluator, which replays each trajectory, as rollout.evaluate
+        reports it; selection and GRPO grade as tau2.grading says). Trials lost to system errors run again, up to
+        SYSTEM_ERROR_ROUNDS more times (a campaign left inexact is refused by the comparison)."""
         if _complete(out, tasks, k):
             return json.loads((out / "summary.json").read_text())
-        summary = asyncio.run(self._campaign(self.engine(), tasks, k, seed, out, grading))
+        summary = asyncio.run(self._campaign(self.engine(), tasks, k, seed, out, evaluation))
         for _ in range(SYSTEM_ERROR_ROUNDS):
             if summary["coverage"]["exact"]:
                 break
-            summary = asyncio.run(self._campaign(self.engine(), tasks, k, seed, out, grading))
+            summary = asyncio.run(self._campaign(self.engine(), tasks, k, seed, out, evaluation))
         return summary
 
     async def _campaign(self, engine: JaxEngine, tasks: list[Task], k: int, seed: int, out: Path,
-                        grading: Grading | None) -> dict[str, Any]:
+                        evaluation: bool) -> dict[str, Any]:
         """The trials, their sessions opened by the configured suite (a τ² suite lives as long as this loop)."""
-        async with configured_opener(self.config, grading) as opener:
+        async with configured_opener(self.config, evaluation) as opener:
             runner = token_trial_runner(engine, self.interpreter, model=self.name, config=self.config.episode,
                                         opener=opener, seed=seed)
             return await evaluate(tasks, runner, out=out, k=k, resume=True, retry_system_errors=True,
@@ -194,9 +192,9 @@ def plot_training(root: Path, config: Config) -> None:
 
 
 def _decision_kinds(config: Config, heldout: list[Task]) -> dict[str, str]:
-    """Task id -> kind, for the table of which way the held-out trials decided; none for τ²-bench's tasks, whose
-    verdicts name no outcome (golden, careless, unchanged) to read a decision from."""
-    return {} if config.tasks.suite == "tau2" else {t.id: t.kind.value for t in heldout}
+    """Task id -> kind, for the table of which way the held-out trials decided; none for a suite whose verdicts
+    name no outcome (golden, careless, unchanged) to read a decision from (τ²-bench's)."""
+    return {t.id: t.kind.value for t in heldout} if get_suite(config.tasks.suite).outcome_verdicts else {}
 
 
 def _write_ids(path: Path, ids: list[str]) -> str:
@@ -254,7 +252,7 @@ def run_pipeline(config: Config) -> dict[str, Any]:
         if heldout:
             (root / HELDOUT_TASKS).parent.mkdir(parents=True, exist_ok=True)
             write_jsonl(heldout, root / HELDOUT_TASKS)  # what `rollout.evaluate --from-run` evaluates again
-            base.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "base", EVALUATION_GRADING)
+            base.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "base", evaluation=True)
         if templates:
             base.run(templates, config.evaluate.k, config.evaluate.seed, root / "eval" / "base_templates")
     base.close()
@@ -274,7 +272,7 @@ def run_pipeline(config: Config) -> dict[str, Any]:
         if heldout:
             trained = Campaigns(trained_dir, "trained", config, interpreter)
             trained.run(heldout, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained",
-                        EVALUATION_GRADING)
+                        evaluation=True)
             if templates:
                 trained.run(templates, config.evaluate.k, config.evaluate.seed, root / "eval" / "trained_templates")
             trained.close()
@@ -285,7 +283,7 @@ def run_pipeline(config: Config) -> dict[str, Any]:
             return {}
         result = _compare(root, "", config)
         on_templates = _compare(root, "_templates", config) if templates else None
-    console.print(results_table(result, clock.seconds, heldout_kind(config)))
+    console.print(results_table(result, clock.seconds, heldout_description(config)))
     decisions = decision_rows(read_records(root / "eval" / "base" / "trials.jsonl"),
                               read_records(root / "eval" / "trained" / "trials.jsonl"),
                               _decision_kinds(config, heldout), resamples=config.evaluate.bootstrap_resamples,

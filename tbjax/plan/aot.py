@@ -122,7 +122,7 @@ def compile_update(trainer: GRPOTrainer, shape: UpdateShape, fast: bool = True) 
     programs = trainer.lower((shape.call_micro_batches, shape.micro_batch_rows * shape.batch_shards, shape.row_len))
     state = trainer.state_shapes()
     resident = 0 if trainer.offload_optimizer else shard_bytes((state.opt_state, state.master))
-    if trainer.loss.uses_reference and trainer.reference_placement == "device":
+    if trainer.grpo.uses_reference and trainer.reference_placement == "device":
         resident += shard_bytes(state.params)
     return CompiledUpdate(compile_lowered(programs.accumulate, fast), compile_lowered(programs.apply, fast),
                           resident)

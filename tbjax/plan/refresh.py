@@ -27,7 +27,7 @@ from flax import nnx
 from rich.console import Console
 from rich.filesize import decimal
 
-from rollout.formats import count
+from rollout.report_numbers import count
 from tbjax.assets.model_source import planned_model_config
 from tbjax.config import Config, ConfigError, load_config
 from tbjax.models import ModelConfig, Qwen
@@ -164,10 +164,10 @@ class RefreshEstimate:
 
 
 def served(config: Config) -> Served | None:
-    """What a refresh moves to the config's SGLang servers; None for the embedded engine, which takes the
-    trainer's parameters in process."""
+    """What a publish moves to the config's servers; None for an engine without servers (the embedded one takes
+    the trainer's parameters in process)."""
     rollout = config.rollout
-    if rollout.engine != "sglang":
+    if not rollout.traits.servers:
         return None
     cfg = planned_model_config(config)
     hosts = tuple(dict.fromkeys(urlsplit(url).hostname or url for url in rollout.sglang_urls))

@@ -17,7 +17,7 @@ from rich.filesize import decimal
 from rich.markup import escape
 from rich.table import Table
 
-from rollout.formats import count
+from rollout.report_numbers import count
 from tbjax.assets.model_source import planned_model_config
 from tbjax.config import Config, ConfigError, load_config
 from tbjax.models import ModelConfig, UnsupportedModelError
@@ -75,7 +75,7 @@ def plan_and_report(args: argparse.Namespace, target: Target) -> int:
     if refusal:
         console.print(f"the compiler refused the update: {escape(str(refusal))}")
     decode = None
-    if config.rollout.engine == "embedded" or args.decode:
+    if config.rollout.traits.in_process or args.decode:
         decode = print_decode(config, cfg, mesh, rules, target, budget)
     refresh = plan_refresh(config, measured_rates if args.refresh_probe else None)
     for line in refresh_lines(refresh):

@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, NonNegativeInt, PositiveInt, model_validator
 from pydantic.dataclasses import dataclass
@@ -15,12 +16,32 @@ from rollout.episode import EpisodeConfig
 from rollout.groups import GroupConfig
 from tbjax.sections.base import Section
 
+EngineName = Literal["embedded", "sglang", "replay"]
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineTraits:
+    """What the config's checks must know of a rollout backend (tbjax.trainer.backends.<name>_backend) before
+    anything heavy is imported."""
+
+    in_process: bool  # holds whole episodes in its own sequences and takes the trainer's parameters in memory
+    servers: bool  # serves from rollout.sglang_urls: weights are published as files, the GPUs can be shared
+    scores: bool = True  # scores the refit probe (train.refit_probe)
+
+
+ENGINES: dict[EngineName, EngineTraits] = {
+    "embedded": EngineTraits(in_process=True, servers=False),
+    "sglang": EngineTraits(in_process=False, servers=True),
+    "replay": EngineTraits(in_process=False, servers=False, scores=False),
+}
+
 # how and where weights reach the servers, not what is trained
 PUBLISH_SETTINGS = ("publish_dir", "publish_replicas", "publish_keep", "publish_delta", "publish_full_every")
 
 
 class RolloutSection(Section):
-    engine: Literal["embedded", "sglang"] = "embedded"  # sglang: rollouts from the servers in sglang_urls
+    # sglang: rollouts from the servers in sglang_urls; replay: generations recorded in <run>/replay.jsonl
+    engine: EngineName = "embedded"
     sglang_urls: list[str] = []
     slots: int = 16  # embedded engine: concurrent sequences
     max_len: int = 32_768  # embedded engine: tokens per sequence, at least the episode's token budget
@@ -67,9 +88,10 @@ class RolloutSection(Section):
     def _publishing_needs_servers(self) -> RolloutSection:
         defaults = RolloutSection.model_fields
         set_here = [name for name in PUBLISH_SETTINGS if getattr(self, name) != defaults[name].default]
-        if self.engine == "embedded" and set_here:
-            raise ValueError(f"rollout.{set_here[0]}: the embedded engine takes the trainer's parameters in "
-                             "process and nothing is published; drop it, or use rollout.engine=sglang")
+        if not self.traits.servers and set_here:
+            raise ValueError(f"rollout.{set_here[0]}: the {self.engine} engine publishes no files (it takes the "
+                             "trainer's parameters in process, or serves none); drop it, or use "
+                             "rollout.engine=sglang")
         try:
             self.publish_dir.format(run="run")
         except (KeyError, IndexError, ValueError) as error:
@@ -81,16 +103,20 @@ class RolloutSection(Section):
                              "directory: set rollout.publish_dir (e.g. /dev/shm/tbjax/{run})")
         return self
 
+    @property
+    def traits(self) -> EngineTraits:
+        return ENGINES[self.engine]
+
     def publish_root(self, run_name: str, run_directory: Path) -> Path:
         """The directory weights are published under: publish_dir with {run} filled in, or the run's own."""
         return Path(self.publish_dir.format(run=run_name)) if self.publish_dir else run_directory
 
     @model_validator(mode="after")
     def _cache_setting_needs_servers(self) -> RolloutSection:
-        if self.engine == "embedded" and self.swap_prefix_cache != "flush":
-            raise ValueError("rollout.swap_prefix_cache=keep: the embedded engine always forgets its cache at a "
-                             "swap (its keys and values belong to the old weights); drop it, or use "
-                             "rollout.engine=sglang")
+        if not self.traits.servers and self.swap_prefix_cache != "flush":
+            raise ValueError(f"rollout.swap_prefix_cache=keep: the {self.engine} engine keeps no prefix cache across "
+                             "a swap (the embedded one forgets keys and values the old weights computed); drop it, "
+                             "or use rollout.engine=sglang")
         return self
 
     @model_validator(mode="after")
@@ -99,7 +125,7 @@ class RolloutSection(Section):
             raise ValueError(f"rollout.async_mode={self.async_mode} says when refreshes reach batches produced "
                              "ahead, and rollout.max_staleness=0 produces none: set rollout.max_staleness >= 1, "
                              "or drop rollout.async_mode")
-        if self.max_staleness and self.async_mode == "exact" and self.engine == "sglang" \
+        if self.max_staleness and self.async_mode == "exact" and self.traits.servers \
                 and self.publish_keep <= self.max_staleness:
             raise ValueError(f"rollout.publish_keep={self.publish_keep}: with rollout.async_mode=exact the servers "
                              f"load a version up to max_staleness={self.max_staleness} steps after it was "
@@ -118,16 +144,17 @@ class RolloutSection(Section):
 
     @model_validator(mode="after")
     def _sglang_needs_servers(self) -> RolloutSection:
-        if self.engine == "sglang" and not self.sglang_urls:
+        if self.traits.servers and not self.sglang_urls:
             raise ValueError("rollout.engine=sglang needs rollout.sglang_urls, the servers' base URLs (e.g. "
                              "'rollout.sglang_urls=[http://127.0.0.1:30000]'); or set rollout.engine=embedded")
         return self
 
     @model_validator(mode="after")
     def _colocation_needs_servers(self) -> RolloutSection:
-        if self.placement == "colocated" and self.engine == "embedded":
-            raise ValueError("placement=colocated hands the GPUs between the trainer and SGLang servers; the "
-                             "embedded engine already shares the trainer's parameters: use placement=disaggregated")
+        if self.placement == "colocated" and not self.traits.servers:
+            raise ValueError(f"placement=colocated hands the GPUs between the trainer and SGLang servers; the "
+                             f"{self.engine} engine has none to hand over (the embedded one already shares the "
+                             "trainer's parameters): use placement=disaggregated")
         return self
 
 
@@ -154,3 +181,12 @@ class EpisodeSection(EpisodeConfig):
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class GroupsSection(GroupConfig):
     """`groups`: how rollout.groups fills a step's batch (groups, their size, concurrency, refills)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _format_penalty_moved(cls, data: Any) -> Any:
+        """The format penalty is part of the score rule, which the objective (`grpo`) owns."""
+        if isinstance(data, dict) and "format_penalty" in data:
+            raise ValueError("groups.format_penalty moved to the objective's section with the rest of the score "
+                             "rule (did you mean grpo.format_penalty?)")
+        return data

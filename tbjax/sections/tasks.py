@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import NonNegativeInt, PositiveInt, model_validator
+from pydantic import NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from envs.session import PromptStyle
+from envs.suite_registry import DEFAULT_SUITE, training_suite
 from rollout.task_choice import TaskSource
 from tbjax.sections.base import Section
 
 
 class TasksSection(Section):
-    # builtin: the known domains' tasks (or `file`'s); tau2: τ²-bench's, as the `tau2` section configures them
-    # (its train split trains, its test split is evaluation's; `file`, `domains` and `templates` do not apply)
-    suite: Literal["builtin", "tau2"] = "builtin"
+    # a trainable suite of envs.suite_registry. builtin: the known domains' tasks (or `file`'s); tau2: τ²-bench's,
+    # as the `tau2` section configures them (its train split trains, its test split is evaluation's; `file`,
+    # `domains` and `templates` do not apply)
+    suite: str = DEFAULT_SUITE
     # Where the tasks come from: `file` if set, else the tasks the known domains generate. Either way the same
     # filters apply, in this order: `domains`, then (train split only) `templates`, then `selected`; the
     # train split trains, the heldout split is evaluation's (evaluate.heldout: templates). A benchmark task
@@ -38,6 +40,12 @@ class TasksSection(Section):
     # in the updates (tbjax.trainer.task_stream)
     draw: Literal["uniform", "by_kind"] = "uniform"
     prompt: PromptStyle = "full"  # how built-in domains instruct the agent (envs.session.PromptStyle)
+
+    @field_validator("suite")
+    @classmethod
+    def _a_trainable_suite(cls, name: str) -> str:
+        training_suite(name)  # an unknown or evaluation-only suite is an error naming the trainable ones
+        return name
 
     def source(self) -> TaskSource:
         """Where the tasks come from and which to keep, as rollout.task_choice reads it."""

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import NonNegativeInt, PositiveInt, model_validator
 
 from envs.oracle import Slip
-from rollout.overlong import OverlongMode
+from rollout.score_rule import OverlongMode, ScoreRule
 from tbjax.sections.base import Section
 
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
@@ -19,7 +19,8 @@ MismatchAction = Literal["warn", "fail"]
 
 
 class GRPOSection(Section):
-    """The GRPO objective (tbjax.trainer.objective): clip ranges, aggregation, advantages, TIS and KL."""
+    """The GRPO objective (tbjax.trainer.objective): clip ranges, aggregation, advantages, TIS and KL, and the
+    shaped score the advantages come from (`score_rule`)."""
 
     clip_low: float = 0.2
     clip_high: float = 0.28
@@ -34,8 +35,11 @@ class GRPOSection(Section):
     kl_coef: float = 0.0  # KL to a frozen reference (the policy at the start of training); 0: off (the seed run)
     kl_estimator: KLEstimator | None = None  # with kl_coef > 0; None: k3
     norm_length: int = 8192  # seq-mean-token-sum-norm's constant
+    # score lost per malformed tool call (0: the verdict alone, as in the seed run). The verdict ignores a call the
+    # agent got wrong and then repeated correctly, so without it nothing in GRPO discourages them
+    format_penalty: float = 0.0
     # what an episode cut short gets (its token budget ran out, or a turn hit max_tokens_per_turn unfinished;
-    # rollout.overlong): "none" its verdict as any episode, "mask" its tokens leave the loss (DAPO's overlong
+    # rollout.score_rule): "none" its verdict as any episode, "mask" its tokens leave the loss (DAPO's overlong
     # filtering), "penalty" its score loses overlong_penalty, and an uncut one within overlong_buffer tokens of
     # the budget a share growing linearly to the budget (DAPO's soft overlong punishment)
     overlong: OverlongMode = "none"
@@ -49,6 +53,16 @@ class GRPOSection(Section):
         if self.kl_estimator is not None and not self.kl_coef:
             raise ValueError(f"grpo.kl_estimator={self.kl_estimator} has no effect with grpo.kl_coef=0: set "
                              "grpo.kl_coef > 0 to penalise KL to the reference, or leave kl_estimator unset")
+        if self.tis_mode != "truncate" and self.tis_cap is None:
+            raise ValueError(f"grpo.tis_mode={self.tis_mode} acts on the ratios above grpo.tis_cap, which is unset "
+                             "(no importance weighting): set grpo.tis_cap, or drop grpo.tis_mode")
+        return self
+
+    @model_validator(mode="after")
+    def _shaping_can_act(self) -> GRPOSection:
+        if not 0.0 <= self.format_penalty <= 1.0:
+            raise ValueError(f"grpo.format_penalty={self.format_penalty} is outside [0, 1]: it is the score a "
+                             "malformed tool call costs an episode whose verdict is 0 or 1")
         shaping = [name for name in ("overlong_penalty", "overlong_buffer")
                    if getattr(self, name) != GRPOSection.model_fields[name].default]
         if shaping and self.overlong != "penalty":
@@ -56,15 +70,18 @@ class GRPOSection(Section):
                              f"only, and grpo.overlong={self.overlong}: set grpo.overlong=penalty, or drop it")
         if not 0 < self.overlong_penalty <= 1:
             raise ValueError(f"grpo.overlong_penalty={self.overlong_penalty}: give a share of a pass in (0, 1]")
-        if self.tis_mode != "truncate" and self.tis_cap is None:
-            raise ValueError(f"grpo.tis_mode={self.tis_mode} acts on the ratios above grpo.tis_cap, which is unset "
-                             "(no importance weighting): set grpo.tis_cap, or drop grpo.tis_mode")
         return self
 
     @property
     def uses_reference(self) -> bool:
         """Whether the loss needs reference log-probs (the KL term acts)."""
         return self.kl_coef > 0
+
+    def score_rule(self, token_budget: int) -> ScoreRule:
+        """The shaped score of episodes of `token_budget` tokens (episode.token_budget) under this objective: the
+        one rule the group filter, the batch producer and the packer all compare episodes by."""
+        return ScoreRule(self.format_penalty, self.overlong, token_budget, self.overlong_penalty,
+                         self.overlong_buffer)
 
 
 class OptimSection(Section):

@@ -65,7 +65,7 @@ class DamagedCheckpoint(Exception):
 
 
 # what a checkpoint's train state is restored onto, and comes back as: a TrainState (a run resuming), or the tree
-# its metadata describes (tbjax.trainer.saved_policy, reading whatever config wrote it)
+# its metadata describes (tbjax.export.saved_policy, reading whatever config wrote it)
 StateT = TypeVar("StateT")
 
 
@@ -81,8 +81,7 @@ class Restored(Generic[StateT]):
 
 
 class Checkpointer:
-    def __init__(self, directory: str | Path, *, save_every: int, keep: int):
-        self.save_every = save_every
+    def __init__(self, directory: str | Path, *, keep: int):
         self.directory = Path(directory).absolute()
         self.manager = ocp.CheckpointManager(
             self.directory,
@@ -94,9 +93,6 @@ class Checkpointer:
         ORBAX_LOG.addFilter(self._orbax_errors)
         self._sealing: threading.Thread | None = None  # waits for the save in flight, then writes its checksums
         self._sealing_error: CheckpointWriteError | None = None
-
-    def due(self, step: int, final: bool) -> bool:
-        return final or step % self.save_every == 0
 
     def save(self, step: int, state: TrainState, data_state: dict[str, Any], record: dict[str, Any]) -> None:
         """Starts the asynchronous save of `step`, and a thread that writes its checksums once it has finished.

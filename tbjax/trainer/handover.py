@@ -12,9 +12,9 @@ devices over twice, as one explicit state machine:
   parameters come back to the device with their shardings. The optimizer state stays in host memory: the
   update brings it over only for its last program, AdamW's apply, so that the moments (twice the float32
   parameters) never share the devices with the backward pass's gradients and activations.
-- to the engines: the servers resume their weights memory, the refresh publishes the new weights and the
-  servers load them, the trainer's state leaves for host memory (its device buffers deleted), and only then
-  do the servers resume their KV cache. The refresh runs while the trainer's state is still on the device,
+- to the engines: the servers resume their weights memory, the new weights are published and the servers
+  load them, the trainer's state leaves for host memory (its device buffers deleted), and only then do the
+  servers resume their KV cache. The publish runs while the trainer's state is still on the device,
   because writing the HF directory computes slices of it, and XLA runs computations on host-memory arrays
   on the CPU; the price is that trainer state and server weights share the devices for that moment (the
   KV cache, the big one, never does).
@@ -22,7 +22,7 @@ devices over twice, as one explicit state machine:
 Disaggregated mode (servers on GPUs of their own) walks the same phases without touching memory, so the
 loop has one code path. A transition out of order raises `IllegalTransition`; a hand-over that fails midway
 stays in its hand-over phase, so every later transition refuses too (where the memory is, is then unknown).
-With several processes every process moves its own shards, only the driver talks to the servers, and
+With several processes every process moves its own shards, only the driver's backend talks to the servers, and
 barriers keep any process from loading its state onto GPUs that servers still hold.
 """
 
@@ -32,12 +32,12 @@ import dataclasses
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from rollout.engines.sglang_settings import CUDA_GRAPH, KV_CACHE, WEIGHTS
 from tbjax.parallel import distributed
 from tbjax.parallel.offload import HostOffload
+from tbjax.trainer.backends.protocol import MemoryPart
 from tbjax.trainer.train_state import TrainState
 
 log = logging.getLogger(__name__)
@@ -65,11 +65,11 @@ class IllegalTransition(RuntimeError):
 
 
 class MemoryEngine(Protocol):
-    """What the hand-over needs from the engine client (SGLangEngine, JaxEngine)."""
+    """What the hand-over needs from the rollout backend (tbjax.trainer.backends.protocol.RolloutBackend)."""
 
-    async def release_memory(self, tags: Sequence[str] | None = None) -> None: ...
+    async def release_memory(self) -> None: ...
 
-    async def resume_memory(self, tags: Sequence[str] | None = None) -> None: ...
+    async def resume_memory(self, part: MemoryPart) -> None: ...
 
 
 class HoldsState(Protocol):
@@ -86,19 +86,19 @@ class Transition:
 
 
 class Handover:
-    """The phase of the step and the moves between phases. `engine` is None where no engine client lives
-    (processes other than the driver); `offload` is None in disaggregated mode."""
+    """The phase of the step and the moves between phases. `backend`: the run's rollout backend (a process
+    without its engine asks nothing of the servers); `offload` is None in disaggregated mode."""
 
-    def __init__(self, engine: MemoryEngine | None = None, offload: HostOffload | None = None,
+    def __init__(self, backend: MemoryEngine | None = None, offload: HostOffload | None = None,
                  barrier: Callable[[str], None] = distributed.barrier) -> None:
-        self.engine, self.offload, self.barrier = engine, offload, barrier
+        self.backend, self.offload, self.barrier = backend, offload, barrier
         self.phase = Phase.STARTING
         self.transitions: list[Transition] = []
         self._entered = time.perf_counter()
 
     @classmethod
-    def for_placement(cls, placement: str, engine: MemoryEngine | None) -> Handover:
-        return cls(engine, HostOffload()) if placement == "colocated" else cls()
+    def for_placement(cls, placement: str, backend: MemoryEngine) -> Handover:
+        return cls(backend, HostOffload()) if placement == "colocated" else cls()
 
     @property
     def colocated(self) -> bool:
@@ -115,26 +115,26 @@ class Handover:
         """ROLLOUT -> TRAINING: servers release everything, the trainer's parameters return to the device."""
         self._enter(Phase.HANDOVER_TO_TRAINER)
         if self.offload is not None:
-            if self.engine is not None:
-                await self.engine.release_memory()
+            if self.backend is not None:
+                await self.backend.release_memory()
             self.barrier("rollout servers released their memory")
             state = trainer.state
             trainer.state = dataclasses.replace(state, params=self.offload.to_device(state.params),
                                                 step=self.offload.to_device(state.step))
         self._enter(Phase.TRAINING)
 
-    async def to_engines(self, trainer: HoldsState, refresh: Callable[[], Awaitable[Any]]) -> None:
-        """TRAINING -> ROLLOUT: weights memory back, `refresh()` (publish and load the new weights), the
+    async def to_engines(self, trainer: HoldsState, publish: Callable[[], Awaitable[Any]]) -> None:
+        """TRAINING -> ROLLOUT: weights memory back, `publish()` (publish and load the new weights), the
         trainer's state off the device, then the servers' KV cache back."""
         self._enter(Phase.HANDOVER_TO_ENGINES)
-        if self.offload is not None and self.engine is not None:
-            await self.engine.resume_memory([WEIGHTS])
-        await refresh()
+        if self.offload is not None and self.backend is not None:
+            await self.backend.resume_memory("weights")
+        await publish()
         if self.offload is not None:
             trainer.state = self.offload.to_host(trainer.state)
             self.barrier("trainer state left the devices")
-            if self.engine is not None:
-                await self.engine.resume_memory([KV_CACHE, CUDA_GRAPH])
+            if self.backend is not None:
+                await self.backend.resume_memory("cache")
         self._enter(Phase.ROLLOUT)
 
     def _check(self, target: Phase) -> None:

@@ -6,15 +6,15 @@ this module reads top-down: the run, its steps, each step's phases, the publishi
 With rollout.max_staleness = 0 (the default) the steps are synchronous: the engines wait for the update and
 the update for the step's slowest episode. With k > 0 a producer on the driver (rollout.batch_producer) runs
 the next batches' episodes while the update runs, in a thread so that the event loop keeps serving them, and
-no episode trained on is more than k versions stale. Each refresh lands between batches, every batch sampled
-under one version (rollout.async_mode=exact: repeatable bit for bit, resumes included), or at once, between the
-running episodes' turns (eager). The embedded engine then serves a copy of the parameters
-(lockstep.engine_model), which the update's donated buffers never are.
+no episode trained on is more than k versions stale. Each publish is served between batches, every batch
+sampled under one version (rollout.async_mode=exact: repeatable bit for bit, resumes included), or at once,
+between the running episodes' turns (eager). The embedded engine then serves a copy of the parameters, which
+the update's donated buffers never are.
 
 Only process 0 drives rollouts and writes the logs; the other processes receive each step's packed batch
-from it (trainer.lockstep) and train, checkpoint and publish in lockstep. The embedded JaxEngine receives new
-parameters in memory (with one process it shares the trainer's devices; with several it serves a
-single-device copy on process 0), while SGLang servers load each published HF directory from disk.
+from it (trainer.batch_broadcast) and train, checkpoint and publish in lockstep. Whatever serves the episodes
+is the run's backend (trainer.backends), which publishing and verifying weights go through
+(trainer.publishing); nothing here knows which one it is.
 """
 
 from __future__ import annotations
@@ -31,30 +31,30 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from envs import Task
-from rollout.batch_producer import BatchProducer, ConsumedBatch, Landing
-from rollout.engines.sglang import SGLangEngine
+from rollout.batch_producer import BatchProducer, ConsumedBatch, Publication
+from rollout.engines.protocol import Engine
 from rollout.episode import SessionOpener, derive_seed, run_episode
 from rollout.groups import Batch, GroupScheduler
-from rollout.overlong import OverlongRule, cut_short
+from rollout.score_rule import cut_short
 from rollout.trajectory import Trajectory
 from tbjax.config import Config
-from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import Qwen
 from tbjax.models.hf.versions import publish_weights, version_dir
 from tbjax.models.lora import merge_adapters
 from tbjax.parallel.distributed import is_driver
+from tbjax.trainer.batch_broadcast import share_batch
 from tbjax.trainer.checkpoint import Checkpointer, CheckpointWriteError
-from tbjax.trainer.lockstep import share_batch
 from tbjax.trainer.metrics_log import console
 from tbjax.trainer.packing import PackedBatch, batch_from_groups
 from tbjax.trainer.produced_ahead import drains, overlap_record, pinned_step
+from tbjax.trainer.publishing import publish, publish_later, verify
 from tbjax.trainer.run_setup import VALIDATED, Run, build_run, task_manifest_hash
 from tbjax.trainer.suite_setup import configured_opener
 from tbjax.trainer.task_stream import ByKindStream
-from tbjax.trainer.weight_refresh import refresh, staged_refresh, verify_refit
 
 T = TypeVar("T")
 SAVE_WATCH_S = 1.0  # how often a step looks at the save it overlaps
+VALIDATION_BEST = "validation_best_step"  # the metric naming the best-validated step so far
 
 log = logging.getLogger(__name__)
 
@@ -86,27 +86,26 @@ async def _train(run: Run, opener: SessionOpener | None) -> Path:
         assert opener is not None, "run_steps gives the driver its opener"
         batch_step = BatchStep(run)
         scheduler = GroupScheduler(_task_stream(run), _episode_runner(run, run.engine, opener, batch_step),
-                                   config.groups, first_draw=run.draws, replacement=_replacement(run))
+                                   config.groups, first_draw=run.draws, replacement=_replacement(run),
+                                   score_rule=config.grpo.score_rule(config.episode.token_budget))
         if config.rollout.max_staleness:
             producer = _producer(run, scheduler, batch_step)
-    if run.step and config.rollout.engine == "sglang":
-        await refresh(run, str(run.step))  # servers start from the base checkpoint
-        await verify_refit(run)
+    if run.step and run.backend.starts_from_base:  # a resumed run's engine serves the base checkpoint
+        await publish(run, str(run.step))
+        await verify(run)
     run.handover.start(run)
-    best = await _validate(run, opener)  # the start (step 0), or a resumed step's scoring cut short
+    best = await _scorings(run, opener)  # the start (step 0), or a resumed step's scoring cut short
     try:
         while run.step < config.train.steps:
             try:
                 metrics = await _unless_a_save_fails(run.checkpointer, run_step(run, scheduler, producer))
-            except CheckpointWriteError:
-                if run.engine is not None:  # its worker would deliver the cancelled step's tokens to a closed loop
-                    await run.engine.close()
+            except CheckpointWriteError:  # an engine worker would hand the cancelled step tokens to a closed loop
+                await run.backend.close()
                 raise
-            validated = await _validate(run, opener)
-            best = validated or best
-            heldout = await _score_heldout(run, opener)
+            scored = await _scorings(run, opener)
+            best = scored if VALIDATION_BEST in scored else best
             if run.metrics is not None and metrics is not None:
-                run.metrics.write({**metrics, **validated, **heldout})
+                run.metrics.write({**metrics, **scored})
     finally:
         if producer is not None:  # a failed step leaves batches produced ahead running
             await producer.close()
@@ -115,14 +114,13 @@ async def _train(run: Run, opener: SessionOpener | None) -> Path:
     last = publish_weights(_policy(run), run.directory / "export", run.step, tokenizer_dir=run.model_dir)
     export = last
     if best and config.validation.export == "best":
-        export = version_dir(run.directory / VALIDATED, best["validation_best_step"])
+        export = version_dir(run.directory / VALIDATED, best[VALIDATION_BEST])
     run.checkpointer.close()
-    if run.engine is not None:
-        await run.engine.close()
+    await run.backend.close()
     if run.metrics is not None:  # the driver's
         run.metrics.close()
         (run.directory / "config.yaml").write_text(config.to_yaml())
-        chosen = {"last_export": str(last), "best_step": best["validation_best_step"],
+        chosen = {"last_export": str(last), "best_step": best[VALIDATION_BEST],
                   "validation": run.validation.scores()} if best and run.validation is not None else {}
         (run.directory / "summary.json").write_text(json.dumps({"steps": run.step, "export": str(export), **chosen},
                                                                indent=2))
@@ -142,7 +140,7 @@ class BatchStep:
         return self.run.step if self.producing is None else self.producing
 
 
-def _episode_runner(run: Run, engine: JaxEngine | SGLangEngine, opener: SessionOpener,
+def _episode_runner(run: Run, engine: Engine, opener: SessionOpener,
                     batch_step: BatchStep) -> Callable[[Task, str, int], Awaitable[Trajectory]]:
     """The scheduler's episodes: on the driver's engine, each seeded by the run's seed, the batch's step, the
     group and the member."""
@@ -204,10 +202,10 @@ async def run_step(run: Run, scheduler: GroupScheduler | None,
     with clock.phase("save"):
         _save(run, producer)
     with clock.phase("publish"):
-        refit = await _publish_step(run, producer, new_weights=packed is not None)
+        verified = await _publish_step(run, producer, new_weights=packed is not None)
     if batch is None:
         return None
-    record = step_record(run.step, batch, {**update, **refit}, clock.seconds)
+    record = step_record(run.step, batch, {**update, **verified}, clock.seconds)
     if run.config.grpo.overlong != "none":  # shaped or masked by grpo.overlong
         record["episodes_cut"] = sum(cut_short(t) for g in batch.groups for t in g.trajectories)
     if consumed is not None and producer is not None:
@@ -236,11 +234,10 @@ def _packed(run: Run, batch: Batch | None, scheduler: GroupScheduler | None,
     packed batch; None where no group was informative. The draws a checkpoint records: those the consumed
     batch left (batches produced ahead are drawn again by a resumed run)."""
     config = run.config
-    packed = None if batch is None else batch_from_groups(
+    packed = None if batch is None or scheduler is None else batch_from_groups(
         [g.trajectories for g in batch.groups], config.grpo, config.train.row_len, config.train.micro_batch_rows,
-        run.trainer.rows_multiple, config.groups.format_penalty, consumed.is_stale if consumed is not None else None,
-        OverlongRule(config.grpo.overlong, config.episode.token_budget, config.grpo.overlong_penalty,
-                     config.grpo.overlong_buffer))
+        run.trainer.rows_multiple, consumed.is_stale if consumed is not None else None,
+        scheduler.score_rule)  # the rule the scheduler kept these groups by
     draws = consumed.draws if consumed is not None else scheduler.draws if scheduler is not None else run.draws
     packed, run.draws = share_batch(packed, draws)
     return packed
@@ -276,7 +273,7 @@ def _save(run: Run, producer: BatchProducer[Task] | None) -> None:
     batches produced ahead that are in flight, with the draws each started from: a resumed run samples them
     again)."""
     config = run.config
-    if run.checkpointer.due(run.step, run.step == config.train.steps):
+    if "checkpoint" in run.periodic.due(run.step):
         in_flight = {"in_flight": {str(i): d for i, d in producer.in_flight().items()}} if producer else {}
         run.checkpointer.save(run.step, run.state, run.iterator.get_state(), {
             "fingerprint": config.fingerprint(), "tasks": task_manifest_hash(run.tasks), "seed": config.rollout.seed,
@@ -286,27 +283,27 @@ def _save(run: Run, producer: BatchProducer[Task] | None) -> None:
 
 async def _publish_step(run: Run, producer: BatchProducer[Task] | None, new_weights: bool) -> dict[str, float]:
     """The engines get the updated weights, if the step made any (the GPUs handed back to them first where
-    colocated); the refit probe's metrics once colocated servers have their KV cache back. In exact mode the
-    driver's producer lands them when a batch needs them (at once where the run drains: its validation scores
-    them); the metrics are then those of the versions that landed during this step."""
+    colocated), published and verified: the refit probe's metrics once colocated servers have their KV cache
+    back. In exact mode the driver's producer serves them when a batch needs them (at once where the run
+    drains: its validation scores them); the metrics are then those of the versions verified during this step."""
     exact = producer is not None and run.config.rollout.async_mode == "exact"
-    refit: dict[str, float] = {}
-    landings: list[Landing] = []
+    verified: dict[str, float] = {}
+    later: list[Publication] = []
     if new_weights and exact:
-        async def stage() -> None:
-            landings.append(await staged_refresh(run, str(run.step)))
-        await run.handover.to_engines(run, stage)
+        async def publish_now_serve_later() -> None:
+            later.append(publish_later(run, str(run.step)))
+        await run.handover.to_engines(run, publish_now_serve_later)
     elif new_weights:
-        await run.handover.to_engines(run, functools.partial(refresh, run, str(run.step)))
-        refit = await verify_refit(run)
+        await run.handover.to_engines(run, functools.partial(publish, run, str(run.step)))
+        verified = await verify(run)
     if producer is None:
-        return refit
-    producer.updated(run.step, new_weights=new_weights, landing=landings[0] if landings else None)
+        return verified
+    producer.updated(run.step, new_weights=new_weights, publication=later[0] if later else None)
     if not exact:
-        return refit
+        return verified
     if drains(run, run.step):
         await producer.serve(run.step)
-    return producer.landed()
+    return producer.verified()
 
 
 def step_record(step: int, batch: Batch, update: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
@@ -350,26 +347,34 @@ async def _unless_a_save_fails(checkpointer: Checkpointer, work: Awaitable[T]) -
     return task.result()
 
 
+async def _scorings(run: Run, opener: SessionOpener | None) -> dict[str, Any]:
+    """The scorings of the served policy due at this step (tbjax.trainer.periodic): the validation, then the
+    held-out tasks; their metrics, {} where none is due."""
+    due = run.periodic.due(run.step)
+    scored = await _validate(run, opener) if "validation" in due else {}
+    if "heldout" in due:
+        scored |= await _score_heldout(run, opener)
+    return scored
+
+
 async def _validate(run: Run, opener: SessionOpener | None) -> dict[str, Any]:
-    """Scores the served policy where a validation is due at this step; a new best step's weights go to
-    <run>/validated/v<step> (validation.export=best). The step's validation metrics, or {} where none ran."""
+    """Scores the served policy on the validation split; a new best step's weights go to <run>/validated/v<step>
+    (validation.export=best). The step's validation metrics."""
     validation = run.validation
-    if validation is None or not validation.due(run.step, run.step == run.config.train.steps):
-        return {}
+    assert validation is not None, "a validation is declared due only where the run has one (Periodic.of)"
     verdict = await validation.score(run.step, run.engine, run.interpreter, opener)
     if verdict.new_best and run.config.validation.export == "best":
         publish_weights(_policy(run), run.directory / VALIDATED, run.step, tokenizer_dir=run.model_dir)
     if run.step == 0 and run.metrics is not None:
         console.print(f"validation at the start: pass@1 {verdict.score:.3f}")
-    return {"validation_pass_at_1": verdict.score, "validation_best_step": verdict.best_step}
+    return {"validation_pass_at_1": verdict.score, VALIDATION_BEST: verdict.best_step}
 
 
 async def _score_heldout(run: Run, opener: SessionOpener | None) -> dict[str, Any]:
-    """Scores the served policy on the held-out subset where a scoring is due at this step (evaluate.every);
-    the step's `heldout_pass_at_1`, or {} where none ran. It chooses nothing."""
+    """Scores the served policy on the held-out subset (evaluate.every): the step's `heldout_pass_at_1`. It
+    chooses nothing."""
     heldout = run.heldout
-    if heldout is None or not heldout.due(run.step, run.step == run.config.train.steps):
-        return {}
+    assert heldout is not None, "a held-out scoring is declared due only where the run has one (Periodic.of)"
     return {"heldout_pass_at_1": (await heldout.score(run.step, run.engine, run.interpreter, opener)).score}
 
 

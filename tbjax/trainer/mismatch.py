@@ -36,12 +36,12 @@ import jax.numpy as jnp
 from tbjax.sections.training import MismatchAction, MismatchMetric
 from tbjax.trainer.objective import OLD_LOGPROBS
 from tbjax.trainer.packing import STALE
-from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
+from tbjax.trainer.teacher_forced import TEACHER_FORCED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
 from tbjax.trainer.train_state import Params
 from tbjax.trainer.update import GRPOTrainer, PreparedBatch
 
 log = logging.getLogger(__name__)
-MEASURED_FIELDS = (*SCORED_FIELDS, "mask", "behaviour_logprobs")
+MEASURED_FIELDS = (*TEACHER_FORCED_FIELDS, "mask", "behaviour_logprobs")
 
 
 class MismatchError(RuntimeError):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from rollout.overlong import OverlongRule
+from rollout.score_rule import VERDICT, ScoreRule
 from rollout.trajectory import Trajectory
 from tbjax.sections.training import GRPOSection
 from tbjax.trainer.objective import episode_advantages, token_weights
@@ -188,17 +188,15 @@ def trained_positions(mask: np.ndarray, shards: int) -> np.ndarray:
 
 
 def batch_from_groups(groups: Sequence[Sequence[Trajectory]], config: GRPOSection, row_len: int,
-                      micro_rows: int, rows_multiple: int = 1, format_penalty: float = 0.0,
-                      is_stale: Callable[[Trajectory], bool] | None = None,
-                      overlong: OverlongRule | None = None) -> PackedBatch | None:
-    """Scored groups -> the packed batch with advantages (from `Trajectory.score`, or `overlong`'s score for
-    episodes cut short) and weights (none for the episodes `overlong` masks; STALE where `is_stale` says which
-    episodes are); None when no trained token has an advantage (all scores equal in every group, or every
+                      micro_rows: int, rows_multiple: int = 1, is_stale: Callable[[Trajectory], bool] | None = None,
+                      score_rule: ScoreRule = VERDICT) -> PackedBatch | None:
+    """Scored groups -> the packed batch with advantages (from `score_rule`'s shaped scores: the rule the group
+    scheduler kept the groups by) and weights (none for the episodes the rule masks; STALE where `is_stale` says
+    which episodes are); None when no trained token has an advantage (all scores equal in every group, or every
     unequal one masked): then there is nothing to learn and the optimizer must not step."""
     trajectories = [t for group in groups for t in group]
-    rule = overlong or OverlongRule("none", token_budget=0)
-    advantages = episode_advantages([[rule.score(t, format_penalty) for t in group] for group in groups], config)
-    trains = np.asarray([rule.trains(t) for t in trajectories], bool)
+    advantages = episode_advantages([[score_rule.score(t) for t in group] for group in groups], config)
+    trains = np.asarray([score_rule.trains(t) for t in trajectories], bool)
     if not np.any(advantages[trains]):
         return None
     lengths = np.asarray([sum(t.loss_mask[1:]) for t in trajectories]) * trains

@@ -23,9 +23,7 @@ def pinned_step(run: Run, first: int, index: int) -> int:
 def drains(run: Run, step: int) -> bool:
     """Whether exact mode drains at `step`: no batch is in flight when its checkpoint is written, and its
     validation scores step `step`'s weights."""
-    final = step == run.config.train.steps
-    scored = any(s is not None and s.due(step, final) for s in (run.validation, run.heldout))
-    return run.checkpointer.due(step, final) or scored
+    return bool(run.periodic.due(step))
 
 
 def overlap_record(consumed: ConsumedBatch[Task], engines_busy_s: float, step_s: float) -> dict[str, Any]:

@@ -70,7 +70,7 @@ class UpdateShardings:
 class Objective:
     """What the loss of a micro-batch depends on besides the parameters."""
 
-    loss: GRPOSection
+    grpo: GRPOSection
     temperature: float
     logprob_chunk: int
 
@@ -78,7 +78,7 @@ class Objective:
 def build_programs(policy: PolicyStructure, objective: Objective, optimizer: optax.GradientTransformation,
                    shardings: UpdateShardings | None) -> UpdatePrograms:
     """The four programs, jitted with their donations and, on a mesh, their shardings."""
-    zeros = functools.partial(_zeros, policy, objective.loss)
+    zeros = functools.partial(_zeros, policy, objective.grpo)
     accumulate = functools.partial(_accumulate, policy, objective)
     apply = functools.partial(_apply, optimizer)
     forward = functools.partial(_forward, policy, objective)
@@ -105,16 +105,16 @@ def _micro_logprobs(policy: PolicyStructure, objective: Objective, params: Param
 
 def _micro_terms(policy: PolicyStructure, objective: Objective, params: Params, frozen: Params,
                  micro: Batch) -> tuple[jax.Array, Sums]:
-    terms = loss_terms(*_micro_logprobs(policy, objective, params, frozen, micro), micro, objective.loss)
+    terms = loss_terms(*_micro_logprobs(policy, objective, params, frozen, micro), micro, objective.grpo)
     return terms["loss"], terms
 
 
-def _zeros(policy: PolicyStructure, loss: GRPOSection) -> tuple[Params, Sums]:
+def _zeros(policy: PolicyStructure, grpo: GRPOSection) -> tuple[Params, Sums]:
     grads = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), nnx.to_pure_dict(policy.trained))
     one = jax.ShapeDtypeStruct((1,), jnp.float32)  # one token of every array a micro-batch may hold
     token = {**{k: jax.ShapeDtypeStruct((1,), FIELD_DTYPES[k]) for k in FIELDS}, OLD_LOGPROBS: one,
              REF_LOGPROBS: one}
-    sums = jax.eval_shape(functools.partial(loss_terms, config=loss), one, one, token)
+    sums = jax.eval_shape(functools.partial(loss_terms, config=grpo), one, one, token)
     return grads, jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), sums)
 
 

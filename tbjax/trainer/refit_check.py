@@ -28,7 +28,7 @@ import numpy as np
 from rollout.engines.protocol import Scorer, TokenScores
 from tbjax.trainer.packing import HEAD_INDEX, trained_positions
 from tbjax.trainer.param_views import adapters_off
-from tbjax.trainer.scoring import SCORED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
+from tbjax.trainer.teacher_forced import TEACHER_FORCED_FIELDS, batch_on_mesh, replicated, trainer_logprobs
 from tbjax.trainer.train_state import Params
 from tbjax.trainer.update import GRPOTrainer
 
@@ -72,10 +72,10 @@ class RefitCheck:
         self.tokens = probe_tokens(vocab_size)
         self.batch = probe_batch(self.tokens, trainer.rows_multiple)
         self.expected: Expected | None = None
-        self._score = jax.jit(self._probe_logprobs, out_shardings=replicated(trainer))
+        self._jitted_probe_logprobs = jax.jit(self._probe_logprobs, out_shardings=replicated(trainer))
 
     def _probe_logprobs(self, params: Params, frozen: Params, batch: dict[str, jax.Array]) -> jax.Array:
-        micro = {k: batch[k][0] for k in SCORED_FIELDS}
+        micro = {k: batch[k][0] for k in TEACHER_FORCED_FIELDS}
         return trainer_logprobs(self.trainer, params, frozen, micro, 1.0)[0, :len(self.tokens) - 1]
 
     def expect(self, params: Params, version: str) -> Expected:
@@ -83,10 +83,11 @@ class RefitCheck:
         `expected`, what `verify` checks by default). Every process calls it (the parameters are sharded over
         all of them)."""
         batch = batch_on_mesh(self.trainer, self.batch)
-        logprobs = np.asarray(jax.device_get(self._score(params, self.trainer.frozen, batch)))
+        logprobs = np.asarray(jax.device_get(self._jitted_probe_logprobs(params, self.trainer.frozen, batch)))
         gap = None
         if self.trainer.lora:
-            base = np.asarray(jax.device_get(self._score(adapters_off(params), self.trainer.frozen, batch)))
+            base = np.asarray(jax.device_get(
+                self._jitted_probe_logprobs(adapters_off(params), self.trainer.frozen, batch)))
             gap = float(np.max(np.abs(logprobs - base)))
         self.expected = Expected(version, logprobs, gap)
         return self.expected

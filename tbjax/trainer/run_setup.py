@@ -1,6 +1,7 @@
 """Setting up (or resuming) a GRPO run: the trainer over the model (its LoRA adapters added first), the task
-pool and its validation split, the state restored from the newest intact checkpoint, the rollout engine, and
-what watches the run. `Run` is everything tbjax.trainer.loop holds between steps.
+pool and its validation split, the state restored from the newest intact checkpoint, the rollout backend
+(tbjax.trainer.backends, chosen once by rollout.engine), and what watches the run. `Run` is everything
+tbjax.trainer.loop holds between steps.
 """
 
 from __future__ import annotations
@@ -14,21 +15,19 @@ import jax
 import yaml
 
 from envs import Task
-from rollout.engines.sglang import SGLangEngine
 from rollout.interpret import Interpreter
 from rollout.task_choice import carve, refuse_benchmark, training_tasks, without_heldout
 from tbjax.config import Config
-from tbjax.engine.configured import embedded_engine
-from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import Qwen
-from tbjax.models.hf.delta import DeltaPublisher
 from tbjax.models.lora import add_adapters
 from tbjax.parallel.distributed import is_driver, process_hosts
+from tbjax.trainer.backends import RolloutBackend, build_backend
+from tbjax.trainer.backends.protocol import ServedEngine
 from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.handover import Handover
-from tbjax.trainer.lockstep import engine_model
 from tbjax.trainer.metrics_log import MetricsLog
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
+from tbjax.trainer.periodic import Periodic
 from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
 from tbjax.trainer.suite_setup import task_source
 from tbjax.trainer.task_stream import TaskStream, task_stream
@@ -51,12 +50,12 @@ class Run:
     config: Config
     trainer: GRPOTrainer
     state: TrainState
-    # the driver's rollout engine; None on the other processes (the embedded one: on process 0 only)
-    engine: JaxEngine | SGLangEngine | None
+    backend: RolloutBackend  # what serves the episodes (tbjax.trainer.backends), chosen by rollout.engine
     interpreter: Interpreter
     tasks: list[Task]
     iterator: TaskStream  # indices into `tasks` (checkpointed)
     checkpointer: Checkpointer
+    periodic: Periodic  # the checkpoints, validations and held-out scorings, and when each is due
     metrics: MetricsLog | None  # None on processes other than the driver
     model_dir: Path
     step: int = 0
@@ -69,11 +68,15 @@ class Run:
     refit: RefitCheck | None = None  # train.refit_probe (tbjax.trainer.refit_check)
     validation: Validation | None = None  # validation.tasks > 0 (tbjax.trainer.validation)
     heldout: Validation | None = None  # evaluate.every > 0: held-out tasks scored during training
-    deltas: DeltaPublisher | None = None  # rollout.publish_delta (tbjax.models.hf.delta)
 
     @property
     def directory(self) -> Path:
         return self.config.run.directory
+
+    @property
+    def engine(self) -> ServedEngine | None:
+        """The driver's rollout engine; None on the other processes."""
+        return self.backend.engine
 
 
 def refuse_shared_replica_hosts(config: Config) -> None:
@@ -113,8 +116,7 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
                              "(the pipeline gives a subset of its held-out split)")
         tasks = without_heldout(tasks, heldout_tasks)  # a held-out task never trains
         heldout = Validation.heldout(heldout_tasks, config, config.run.directory / "heldout")
-    checkpointer = Checkpointer(config.run.directory / "checkpoints", save_every=config.train.checkpoint_every,
-                                keep=config.train.keep_checkpoints)
+    checkpointer = Checkpointer(config.run.directory / "checkpoints", keep=config.train.keep_checkpoints)
     # On the update's own shardings from the start: one compilation, and a restore lands there directly (with
     # several processes, moving a restored array between hosts' devices afterwards is not supported).
     state = trainer.shard_state(trainer.init_state(model))
@@ -129,7 +131,7 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
         iterator.set_state(restored.data)
         step, draws = int(restored.record["step"]), int(restored.record["draws"])
         in_flight = tuple(sorted(int(index) for index in restored.record.get("in_flight", {})))
-    engine = _engine(config, trainer, state, step, model.config.vocab_size)
+    backend = build_backend(config, trainer, state.params, step, model_dir)
     interpreter = Interpreter.from_pretrained(model_dir, tool_call_format=config.rollout.tool_call_format)
     train = config.train
     wandb = functools.partial(WandbSink, config.run.directory, project=train.wandb_project, name=config.run.name,
@@ -145,15 +147,13 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
                                                       if validation is not None else {}),
                   **({"heldout": [t.id for t in heldout.tasks]} if heldout is not None else {})}
         (config.run.directory / "tasks.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
-    return Run(config=config, trainer=trainer, state=state, engine=engine, interpreter=interpreter, tasks=tasks,
-               iterator=iterator, checkpointer=checkpointer, metrics=metrics, model_dir=model_dir, step=step,
-               draws=draws, in_flight_at_resume=in_flight,
-               handover=Handover.for_placement(config.rollout.placement, engine),
+    return Run(config=config, trainer=trainer, state=state, backend=backend, interpreter=interpreter, tasks=tasks,
+               iterator=iterator, checkpointer=checkpointer, periodic=Periodic.of(config), metrics=metrics,
+               model_dir=model_dir, step=step, draws=draws, in_flight_at_resume=in_flight,
+               handover=Handover.for_placement(config.rollout.placement, backend),
                mismatch=MismatchMeter(trainer) if config.train.mismatch_stats else None,
                alarm=_mismatch_alarm(config), refit=_refit_check(config, trainer, model), validation=validation,
-               heldout=heldout,
-               deltas=DeltaPublisher(config.rollout.publish_delta, config.rollout.publish_full_every)
-               if config.rollout.publish_delta != "off" else None)
+               heldout=heldout)
 
 
 def _mismatch_alarm(config: Config) -> MismatchAlarm | None:
@@ -170,18 +170,3 @@ def _refit_check(config: Config, trainer: GRPOTrainer, model: Qwen) -> RefitChec
         return None
     tolerance = config.train.refit_probe_tolerance or TOLERANCE[config.model.compute_dtype]
     return RefitCheck(trainer, model.config.vocab_size, tolerance)
-
-
-def _engine(config: Config, trainer: GRPOTrainer, state: TrainState, step: int,
-            vocab_size: int) -> JaxEngine | SGLangEngine | None:
-    """The driver's rollout engine; None on the other processes (which still join the collective gather).
-    SGLang's answers are checked against the policy's `vocab_size`."""
-    if config.rollout.engine == "embedded":
-        model = engine_model(trainer, state.params, copy=config.rollout.max_staleness > 0)
-        return None if model is None else embedded_engine(model, config.rollout, str(step))
-    if not is_driver():
-        return None
-    rollout = config.rollout
-    return SGLangEngine.from_urls(rollout.sglang_urls, weight_version=str(step), vocab_size=vocab_size,
-                                  pause_mode="retract" if rollout.max_staleness else "abort",
-                                  flush_cache=rollout.swap_prefix_cache == "flush")

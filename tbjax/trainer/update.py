@@ -96,7 +96,7 @@ class GRPOTrainer:
     optimizer steps per batch (module docstring). `reference_placement`: where the KL reference waits between
     batches (`keep_reference`)."""
 
-    def __init__(self, model: Qwen, loss: GRPOSection | None = None, optim: OptimSection | None = None, *,
+    def __init__(self, model: Qwen, grpo: GRPOSection | None = None, optim: OptimSection | None = None, *,
                  temperature: float = 1.0, logprob_chunk: int = 8192, mesh: Mesh | None = None,
                  rules: ShardingRules | None = None, offload_optimizer: bool = False, micro_batches_per_call: int = 0,
                  ppo_epochs: int = 1, mini_batches: int = 1,
@@ -104,7 +104,7 @@ class GRPOTrainer:
         if ppo_epochs < 1 or mini_batches < 1:
             raise ValueError(f"train.ppo_epochs={ppo_epochs} and train.mini_batches={mini_batches} must be >= 1 "
                              "(1 and 1: one optimizer step per rollout batch)")
-        self.loss, self.temperature, self.logprob_chunk = loss or GRPOSection(), temperature, logprob_chunk
+        self.grpo, self.temperature, self.logprob_chunk = grpo or GRPOSection(), temperature, logprob_chunk
         self.ppo_epochs, self.mini_batches, self.reference_placement = ppo_epochs, mini_batches, reference_placement
         self.reference: Params | None = None  # the KL reference's parameters (keep_reference)
         abstract_model = nnx.eval_shape(lambda: model)
@@ -124,7 +124,7 @@ class GRPOTrainer:
         self.shardings = None if self.mesh is None else self._shardings(self.mesh)
         self.programs = build_programs(
             PolicyStructure(self.graphdef, abstract, self.abstract_frozen, self.compute_dtype),
-            Objective(self.loss, temperature, logprob_chunk), self.optimizer, self.shardings)
+            Objective(self.grpo, temperature, logprob_chunk), self.optimizer, self.shardings)
 
     def _shardings(self, mesh: Mesh | AbstractMesh) -> UpdateShardings:
         """The state shards like the parameters (AdamW's moments and the masters too; its counters are
@@ -186,7 +186,7 @@ class GRPOTrainer:
     def added_logprob_arrays(self) -> tuple[str, ...]:
         """The per-token arrays `prepare` adds to every mini-batch before its first step."""
         return (*((OLD_LOGPROBS,) if self.optimizer_steps > 1 else ()),
-                *((REF_LOGPROBS,) if self.loss.uses_reference else ()))
+                *((REF_LOGPROBS,) if self.grpo.uses_reference else ()))
 
     # --------------------------------------------------------------- the KL reference
     def keep_reference(self, params: Params) -> None:
@@ -219,11 +219,11 @@ class GRPOTrainer:
         before the first step: OLD_LOGPROBS under `params` when there are several steps, REF_LOGPROBS when KL
         acts. With one step and no KL, the batch as it is: no forward pass. A caller that reads the old
         log-probs too (tbjax.trainer.mismatch) finds them here."""
-        parts = [batch] if self.mini_batches == 1 else split_episodes(batch, self.mini_batches, self.loss,
+        parts = [batch] if self.mini_batches == 1 else split_episodes(batch, self.mini_batches, self.grpo,
                                                                       self.rows_multiple)
         if self.optimizer_steps > 1:
             parts = [_with_array(part, OLD_LOGPROBS, self.logprobs(params, part)) for part in parts]
-        if self.loss.uses_reference:
+        if self.grpo.uses_reference:
             reference = self._reference_params()  # a host-held reference's device copy lives only this long
             parts = [_with_array(part, REF_LOGPROBS, self.logprobs(reference, part)) for part in parts]
         return PreparedBatch(parts)

@@ -59,22 +59,20 @@ class Validation:
     directory: Path  # <run>/validation (<run>/heldout)
     k: int  # trials per task
     seed: int  # the trials' sampling seeds
-    every: int  # steps between scorings
     label: str = "validation"
-    first: int = 0  # the first step scored (0: the start too)
 
     @classmethod
     def split(cls, tasks: list[Task], config: Config, directory: Path) -> Validation:
         """The validation split's scorings (validation.k, .seed, .every), from the start on."""
         v = config.validation
-        return cls(tasks, config, directory, v.k, v.seed, v.every)
+        return cls(tasks, config, directory, v.k, v.seed)
 
     @classmethod
     def heldout(cls, tasks: list[Task], config: Config, directory: Path) -> Validation:
         """Held-out tasks scored during training (evaluate.k, .seed, .every) after the start, which the base
         policy's evaluation already scores."""
         e = config.evaluate
-        return cls(tasks, config, directory, e.k, e.seed, e.every, "held-out", first=1)
+        return cls(tasks, config, directory, e.k, e.seed, "held-out")
 
     def forget_after(self, step: int, validated: Path) -> None:
         """Removes the scorings, and best steps' weights under `validated`, of steps after `step`: a run resumed
@@ -84,9 +82,6 @@ class Validation:
                 number = path.name.removeprefix(prefix)
                 if number.isdigit() and int(number) > step:
                     shutil.rmtree(path)
-
-    def due(self, step: int, final: bool) -> bool:
-        return step >= self.first and (step % self.every == 0 or final)
 
     def campaign(self, step: int) -> Path:
         return self.directory / f"step{step}"

@@ -43,6 +43,7 @@ from tbjax.models.hf.versions import publish_weights
 from tbjax.sections.training import GRPOSection, OptimSection, WarmStartSection
 from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.packing import pack
+from tbjax.trainer.periodic import Every
 from tbjax.trainer.update import GRPOTrainer
 from tbjax.warmstart.copy_drills import ROWS as DRILL_ROWS
 from tbjax.warmstart.copy_drills import drill_batch, drill_row_len
@@ -171,7 +172,7 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
                         grad_clip=config.grad_clip)
     trainer = GRPOTrainer(model, MLE, optim, logprob_chunk=logprob_chunk)
     state = trainer.init_state(model)
-    checkpointer = Checkpointer(out / "checkpoints", save_every=config.checkpoint_every, keep=1)
+    checkpointer, every = Checkpointer(out / "checkpoints", keep=1), Every(config.checkpoint_every)
     restored = checkpointer.restore_latest(state, fingerprint=_fingerprint(config), allow_change=False)
     start = restored.step if restored is not None else 0
     if start > total:
@@ -202,7 +203,7 @@ def warm_start(model: Qwen, model_dir: Path, demos: list[Trajectory], config: Wa
             if on_step:
                 on_step(record)
             progress.update(bar, advance=1, description=f"{phase}  nll {update['nll']:.3f}")
-            if checkpointer.due(step + 1, step + 1 == total):
+            if every.due(step + 1, step + 1 == total):
                 checkpointer.save(step + 1, state, {}, {"fingerprint": _fingerprint(config)})
     checkpointer.wait()
     checkpointer.close()

@@ -161,7 +161,7 @@ def test_listing_names_the_missing_venv(tmp_path) -> None:
     from envs.errors import ConfigError
     from envs.tau2 import Tau2Config, list_cases
 
-    with pytest.raises(ConfigError, match="tau2.python .* does not exist"):
+    with pytest.raises(ConfigError, match="tau2.python: .* does not exist"):
         list_cases(Tau2Config(python=str(tmp_path / "nowhere" / "python")), "train")
     tau2_python()  # the rest needs the venv
     cases = list_cases(tau2_config(None), "base")

@@ -50,14 +50,14 @@ def tiny_state(model_dir: Path) -> tuple[TrainState, TrainState]:
 
 
 def save(directory: Path, step: int, state: TrainState) -> None:
-    checkpointer = Checkpointer(directory, save_every=1, keep=3)
+    checkpointer = Checkpointer(directory, keep=3)
     checkpointer.save(step, state, {"step": step}, {"fingerprint": FINGERPRINT})
     checkpointer.close()
 
 
 def resume(directory: Path, target: TrainState) -> checkpoint.Restored | None:
     """What a restart of the run resumes from."""
-    checkpointer = Checkpointer(directory, save_every=1, keep=3)
+    checkpointer = Checkpointer(directory, keep=3)
     try:
         return checkpointer.restore_latest(target, FINGERPRINT, allow_change=False)
     finally:
@@ -140,7 +140,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous(damage, checkpoint
 
 def test_the_resumed_run_saves_the_broken_step_again(checkpoints, states, caplog) -> None:
     flip_bytes(checkpoints / "2")
-    checkpointer = Checkpointer(checkpoints, save_every=1, keep=3)
+    checkpointer = Checkpointer(checkpoints, keep=3)
     checkpointer.restore_latest(states[0], FINGERPRINT, allow_change=False)
     checkpointer.save(2, states[1], {"step": 2}, {"fingerprint": FINGERPRINT})
     checkpointer.close()
@@ -190,7 +190,7 @@ def save_then_hang(model_dir: Path, directory: Path, window: str) -> None:
         ocp.CheckpointManagerOptions = functools.partial(ocp.CheckpointManagerOptions, async_options=hook)
     else:
         checkpoint.write_checksums = hang_forever
-    Checkpointer(directory, save_every=1, keep=3).save(2, second, {"step": 2}, {"fingerprint": FINGERPRINT})
+    Checkpointer(directory, keep=3).save(2, second, {"step": 2}, {"fingerprint": FINGERPRINT})
     time.sleep(600)
 
 
@@ -205,7 +205,7 @@ def test_kill_during_orbax_write_resumes_from_the_last_committed_checkpoint(tiny
     directory = tmp_path / "checkpoints"
     kill_mid_save(tiny_dir("qwen3"), directory, "commit")
     assert any(".orbax-checkpoint-tmp" in p.name for p in directory.iterdir())  # step 2 died half-written
-    checkpointer = Checkpointer(directory, save_every=1, keep=3)
+    checkpointer = Checkpointer(directory, keep=3)
     with caplog.at_level(logging.WARNING, logger="tbjax.trainer.checkpoint"):
         assert_state(checkpointer.restore_latest(states[0], FINGERPRINT, allow_change=False), 1, states[0])
     assert said(caplog) == [f"resumed from step 1 ({directory / '1'})"]

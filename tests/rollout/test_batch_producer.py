@@ -3,7 +3,7 @@ turns take random times and record the weight version served at each turn, and a
 random times and then refresh the served version: no consumed episode is staler than the bound, each batch's
 histogram agrees with its episodes' versions, the draws are the synchronous loop's whatever the timing, and an
 engine that serves an old version has its groups dropped and counted. In exact mode every batch is sampled
-under the one version it is pinned to, whatever the timing, the refreshes landing in order between batches."""
+under the one version it is pinned to, whatever the timing, the publications served in order between batches."""
 
 import asyncio
 import random
@@ -46,15 +46,15 @@ def runner(served: Served, jitter: random.Random, batch_index: list[int], drawn:
     return episode
 
 
-def landing(served: Served, version: int, landed: list[int] | None):
+def publication(served: Served, version: int, served_versions: list[int] | None):
     """What makes the engine serve `version`, after a random wait (a server loading it)."""
-    async def land() -> dict[str, float]:
+    async def serve_version() -> dict[str, float]:
         await asyncio.sleep(random.uniform(0, 0.004))
         served.version = version
-        if landed is not None:
-            landed.append(version)
-        return {"landed": float(version)}
-    return land
+        if served_versions is not None:
+            served_versions.append(version)
+        return {"served_versions": float(version)}
+    return serve_version
 
 
 def tasks():
@@ -65,11 +65,12 @@ def tasks():
 
 
 def run(max_staleness: int, seed: int, lag: int = 0, skipped: frozenset[int] = frozenset(),
-        pinned: Callable[[int], int] | None = None, landed: list[int] | None = None,
+        pinned: Callable[[int], int] | None = None, served_versions: list[int] | None = None,
         ) -> tuple[list[ConsumedBatch[str]], list, BatchProducer[str]]:
     """STEPS batches consumed in order by updates of random length (the steps in `skipped` update nothing and
     publish nothing); the consumed batches, what was drawn (batch, task, group, member) and the producer. With
-    `pinned` (exact mode) each update hands over a landing that serves its version (appended to `landed`)."""
+    `pinned` (exact mode) each update hands over a publication that serves its version (appended to
+    `served_versions`)."""
     jitter = random.Random(seed)
     served = Served(lag)
     batch_index = [0]
@@ -94,7 +95,7 @@ def run(max_staleness: int, seed: int, lag: int = 0, skipped: frozenset[int] = f
                 producer.updated(step + 1, new_weights=new_weights)
             else:
                 producer.updated(step + 1, new_weights=new_weights,
-                                 landing=landing(served, step + 1, landed) if new_weights else None)
+                                 publication=publication(served, step + 1, served_versions) if new_weights else None)
         await producer.close()
         return consumed, producer
     consumed, producer = asyncio.run(consume())
@@ -180,25 +181,26 @@ def test_versions_that_are_not_steps_are_refused_with_the_reason() -> None:
 @pytest.mark.parametrize(("max_staleness", "seed", "skipped"), [(1, 0, frozenset()), (2, 1, frozenset({2}))])
 def test_exact_mode_samples_each_batch_under_the_version_it_is_pinned_to(max_staleness, seed, skipped) -> None:
     """Pinned to k steps before, a drain at step 3: every turn of batch i reports pin(i) (a skipped step's
-    version is the one before), the refreshes land once each and in order, and the draws stay the
+    version is the one before), the publications are served once each and in order, and the draws stay the
     synchronous loop's."""
     def pin(index: int) -> int:
         return 3 if index >= 3 and index - max_staleness < 3 else max(0, index - max_staleness)
-    landed: list[int] = []
-    consumed, drawn, producer = run(max_staleness, seed, skipped=skipped, pinned=pin, landed=landed)
+    served_versions: list[int] = []
+    consumed, drawn, producer = run(max_staleness, seed, skipped=skipped, pinned=pin,
+                                    served_versions=served_versions)
     published = [0] + [s + 1 for s in range(STEPS) if s not in skipped]
     for index, taken in enumerate(consumed):
         weights = max(v for v in published if v <= pin(index))
         assert {v for g in taken.batch.scored for t in g.trajectories for v in t.weight_versions} == {str(weights)}
         assert producer.start_versions[index] == pin(index)
-    assert landed == sorted(set(landed)) and set(landed) <= set(published[1:])
+    assert served_versions == sorted(set(served_versions)) and set(served_versions) <= set(published[1:])
     _, reference, _ = run(0, seed=0)
     assert sorted(drawn) == sorted(reference)
 
 
-def test_exact_mode_lands_a_drain_at_once_and_says_what_it_measured() -> None:
-    """`serve` lands the version a drain needs before the next batch starts (the loop's validation scores it),
-    refuses while a batch pinned to older weights runs, and `landed` gives the landing's measurements once."""
+def test_exact_mode_serves_a_drain_at_once_and_says_what_it_verified() -> None:
+    """`serve` serves the version a drain needs before the next batch starts (the loop's validation scores it),
+    refuses while a batch pinned to older weights runs, and `verified` gives the publication's measurements once."""
     served = Served()
     started = []
 
@@ -212,13 +214,13 @@ def test_exact_mode_lands_a_drain_at_once_and_says_what_it_measured() -> None:
                                  pinned=lambda i: max(0, i - 1))
         await producer.take(0)
         assert producer.in_flight() == {1: 0}  # batch 1 runs under version 0 beside update 1
-        producer.updated(1, landing=landing(served, 1, None))
+        producer.updated(1, publication=publication(served, 1, None))
         with pytest.raises(RuntimeError, match="while batch 1 is sampled under step 0's"):
             await producer.serve(1)
         await producer.take(1)
-        await producer.serve(1)  # batch 2, pinned to 1, may have landed it first: then nothing is left to land
-        assert served.version == 1 and producer.landed() == {"landed": 1.0} and producer.landed() == {}
-        with pytest.raises(ValueError, match="a Landing comes with each new version in exact mode"):
+        await producer.serve(1)  # batch 2, pinned to 1, may have served it first: then nothing is left to serve
+        assert served.version == 1 and producer.verified() == {"served_versions": 1.0} and producer.verified() == {}
+        with pytest.raises(ValueError, match="a Publication comes with each new version in exact mode"):
             producer.updated(2)
         await producer.take(2)
         await producer.close()

@@ -17,9 +17,9 @@ from rollout.compare import write_comparison
 from rollout.engines.protocol import EngineError
 from rollout.engines.sglang import SGLangEngine
 from rollout.episode import EpisodeConfig
-from rollout.evaluation import engine_flags
+from rollout.evaluation import agent_sources, engine_flags
+from rollout.evaluation.agent_sources import start_embedded
 from rollout.evaluation.coverage import InexactCampaignError
-from rollout.evaluation.engine_flags import start_embedded
 from rollout.evaluation.runner import token_trial_runner
 from rollout.interpret import Interpreter
 from rollout.launch_sglang import healthy
@@ -243,7 +243,7 @@ def test_embedded_flags_start_and_stop_a_tbjax_server(policy_dir, monkeypatch):
         started.append(start_embedded(*args, **kwargs))
         return started[-1]
 
-    monkeypatch.setattr(engine_flags, "start_embedded", recording)
+    monkeypatch.setattr(agent_sources, "start_embedded", recording)
     flags = ["--engine", "embedded", "--model", str(policy_dir), "--out", "unused", "--server-args",
              "--slots 2 --max-len 512"]
 
@@ -264,7 +264,7 @@ def test_embedded_flags_start_and_stop_a_tbjax_server(policy_dir, monkeypatch):
 
 def test_a_missing_model_directory_is_named_before_any_server_starts(tmp_path, monkeypatch):
     started = []
-    monkeypatch.setattr(engine_flags, "start_embedded", lambda *args, **kwargs: started.append(args))
+    monkeypatch.setattr(agent_sources, "start_embedded", lambda *args, **kwargs: started.append(args))
     with pytest.raises(SystemExit, match="--model .*nowhere: no HF model directory there"):
         evaluate.main(["--engine", "embedded", "--model", str(tmp_path / "nowhere"), "--domain", "library",
                        "--limit", "1", "--out", str(tmp_path / "out")])

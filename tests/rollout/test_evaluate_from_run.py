@@ -16,7 +16,7 @@ import yaml
 
 from envs import load_tasks, write_jsonl
 from rollout import evaluate
-from rollout.evaluation.engine_flags import embedded_max_len
+from rollout.evaluation.agent_sources import embedded_max_len
 from tbjax.config import load_config
 
 HELDOUT = 3
@@ -78,7 +78,9 @@ def test_what_the_run_did_not_decide_can_be_chosen(run_dir: Path, tmp_path: Path
     (["--user-temperature", "0.5"], "--user-temperature 0.5: the run"),
     (["--server-args", "--slots 2"], "--server-args sets the servers as the run did"),
     (["--from-trials", "t.jsonl"], "--from-trials recomputes reports"),
-    (["--engine", "openai"], "drop --suite tau2 / --engine openai"),
+    (["--engine", "openai"], "on token-level engines with the built-in domains: drop --engine openai"),
+    (["--suite", "tau2", "--tau2-python", "py", "--user-base-url", "http://u/v1", "--user-model", "u"],
+     "on token-level engines with the built-in domains: drop --suite tau2"),
 ])
 def test_a_flag_contradicting_the_run_is_refused(run_dir: Path, capsys, flags: list[str], named: str) -> None:
     assert named in refusal(capsys, run_dir, *flags)

@@ -9,6 +9,8 @@ import json
 
 import pytest
 
+from envs.suite_registry import SUITES
+from envs.tau2 import Tau2Config
 from rollout import evaluate
 from rollout.evaluation import suites
 from rollout.records import read_records
@@ -19,12 +21,15 @@ TAU2 = ["--suite", "tau2", "--tau2-python", "/venv/bin/python", "--user-base-url
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--split", "test"], "--split test is τ²-bench's; built-in splits are train and heldout"),
-    (["--split", "base"], "--split base is τ²-bench's; built-in splits are train and heldout"),
+    (["--split", "test"], "--split test is τ²-bench's; the built-in domains' splits are train and heldout (or "
+                          "choose --suite tau2)"),
+    (["--split", "base"], "--split base is τ²-bench's; the built-in domains' splits are train and heldout"),
     ([*TAU2, "--split", "heldout"], "--split heldout is the built-in domains'; τ²-bench's splits are train, test"),
     ([*TAU2, "--tasks", "mine.jsonl"], "--suite tau2 brings its own tasks; drop --tasks"),
     ([*TAU2, "--thinkingbox-data", "clone"], "--suite tau2 brings its own tasks; drop --thinkingbox-data"),
-    ([*TAU2, "--domain", "tau2/retail"], "--domain tau2/retail: τ²-bench's domains are retail, airline, telecom"),
+    ([*TAU2, "--domain", "tau2/retail"], "--domain tau2/retail: Input should be 'retail', 'airline' or 'telecom'"),
+    ([*TAU2, "--tau2-workers", "0"], "--tau2-workers 0: Input should be greater than 0"),
+    ([*TAU2, "--suite", "builtin"], "--tau2-python is another suite's flag, and --suite builtin runs the built-in"),
     (["--suite", "tau2"], "--suite tau2 needs --tau2-python"),
     (["--suite", "tau2", "--tau2-python", "py", "--user-base-url", "http://u/v1"],
      "--suite tau2 needs --user-base-url and --user-model"),
@@ -41,23 +46,26 @@ def test_defaults_per_suite(tmp_path):
     assert (builtin.suite, builtin.split) == ("builtin", None)  # the built-in default (heldout) is task_choice's
     tau2 = evaluate.parse_args(["--out", str(tmp_path), *TAU2])
     assert (tau2.split, tau2.tau2_grading, tau2.tau2_workers) == ("test", "tau2", 2)
+    # a suite's flags choose it; each of its settings is a flag
+    chosen = evaluate.parse_args(["--out", str(tmp_path), *TAU2[2:], "--tau2-max-errors", "3"])
+    assert (chosen.suite, chosen.suite_flag, chosen.suite_settings.max_errors) == ("tau2", "--tau2-python", 3)
     # reading records needs neither τ²'s venv nor a user
     assert evaluate.parse_args(["--out", str(tmp_path), "--suite", "tau2", "--from-trials", "t.jsonl"]).split == "test"
 
 
 @pytest.mark.parametrize("flags,temperature", [([], 0.0), (["--user-temperature", "0.7"], 0.7)])
 def test_flags_become_the_suites_config(flags, temperature, tmp_path, monkeypatch):
-    loaded = {}
-    monkeypatch.setattr(suites.Tau2Suite, "load", lambda config, split, domains, limit: loaded.update(
-        config=config, split=split, domains=domains, limit=limit))
     args = evaluate.parse_args(["--out", str(tmp_path), *TAU2, "--domain", "retail", "--domain", "airline",
                                 "--limit", "3", "--tau2-grading", "both", "--tau2-workers", "4", *flags])
-    suites.load_tau2(args)
-    config = loaded["config"]
+    config = args.suite_settings
+    assert isinstance(config, Tau2Config)  # the suite's own settings, validated by their type
     assert (config.python, config.grading, config.workers, config.user_temperature) == (
         "/venv/bin/python", "both", 4, temperature)
     assert (config.user.base_url, config.user.model) == ("http://127.0.0.1:9/v1", "user-sim")
-    assert (loaded["split"], loaded["domains"], loaded["limit"]) == ("test", ("retail", "airline"), 3)
+    assert config.domains == ("retail", "airline")
+    listed = {}
+    monkeypatch.setattr(SUITES["tau2"], "tasks", lambda settings, split: listed.update(split=split) or list(range(9)))
+    assert suites.suite_tasks(args) == [0, 1, 2] and listed == {"split": "test"}  # the first --limit of --split
 
 
 def test_one_retail_test_episode_end_to_end(tmp_path):

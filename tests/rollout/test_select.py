@@ -82,14 +82,12 @@ def test_gate_and_benchmark_refusals():
     assert "thinkingbox/retail/3" in exclusion and "x/1" in exclusion and "telecom/a/000" not in exclusion
 
 
-def test_benchmark_hook_reads_suite_modules(tmp_path, monkeypatch):
-    (tmp_path / "fake_suite.py").write_text("BENCHMARK_TASK_PREFIXES = ('suite/',)\nBENCHMARK_TASK_IDS = ['x']\n"
-                                            "def is_benchmark_task(task_id):\n    return task_id.endswith('!')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    exclusion = benchmark_exclusion(("fake_suite", "not_installed_suite", "missing_pkg.sub"))
-    assert exclusion.prefixes == ("suite/",) and exclusion.ids == frozenset({"x"})
-    assert "suite/1" in exclusion and "x" in exclusion and "other!" in exclusion and "other" not in exclusion
-    assert exclusion.describe()["predicates"] == ["fake_suite.is_benchmark_task"]
+def test_the_benchmark_ids_are_the_registered_suites_claims():
+    exclusion = benchmark_exclusion()
+    assert exclusion.describe() == {"ids": [], "prefixes": [], "predicates": [
+        "envs.thinkingbox.loading.is_benchmark_task", "envs.tau2.tasks.is_heldout_task"]}  # as manifests record them
+    assert "tau2/retail/test/5" in exclusion and "tau2/retail/train/5" not in exclusion
+    assert "other!" in exclusion.merged(prefixes=["other"]) and "other!" not in exclusion
 
 
 def test_thinkingbox_tasks_are_refused_by_default():

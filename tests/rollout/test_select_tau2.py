@@ -23,7 +23,7 @@ def test_defaults_and_a_tau2_split_without_the_suite(tmp_path, capsys):
     assert (args.split, args.tau2_grading) == ("train", "fast")  # training's grading, not τ²'s replay
     with pytest.raises(SystemExit):
         select_cli.parse_args(["--out", str(tmp_path), "--split", "test"])
-    assert "--split test is τ²-bench's; built-in splits are train and heldout" in capsys.readouterr().err
+    assert "--split test is τ²-bench's; the built-in domains' splits are train and heldout" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("split", ["test", "base"])

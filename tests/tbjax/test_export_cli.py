@@ -58,7 +58,7 @@ def run_dir(tiny_dir, tmp_path_factory) -> Path:
     second = dataclasses.replace(first, params=jax.tree.map(lambda x: x * 1.5, first.params), step=first.step + 1)
     run = tmp_path_factory.mktemp("run")
     for step, state in ((1, first), (2, second)):
-        checkpointer = Checkpointer(run / "checkpoints", save_every=1, keep=2)
+        checkpointer = Checkpointer(run / "checkpoints", keep=2)
         checkpointer.save(step, state, {}, {"fingerprint": "tiny"})
         checkpointer.close()
     return run
@@ -118,7 +118,7 @@ def test_float32_export_of_a_bfloat16_run_writes_its_master_weights(tiny_dir, tm
     state = GRPOTrainer(model).init_state(model)
     # masters a bfloat16 cast cannot tell from the parameters: steps below half its ulp
     state = dataclasses.replace(state, master=jax.tree.map(lambda m: m * (1 + 2**-12), state.master))
-    checkpointer = Checkpointer(tmp_path / "run" / "checkpoints", save_every=1, keep=1)
+    checkpointer = Checkpointer(tmp_path / "run" / "checkpoints", keep=1)
     checkpointer.save(1, state, {}, {"fingerprint": "tiny"})
     checkpointer.close()
     model_dir = ["--model", str(tiny_dir("qwen3"))]

@@ -15,7 +15,7 @@ from tests.tbjax.tau2_run_support import NO_VENV, tau2_run_config, tau2_tree
 def test_a_tau2_config_loads_and_gives_the_suite_its_settings(tmp_path):
     config = tau2_run_config(tmp_path, tau2_tree(python="~/tau2-venv/bin/python"))
     assert config.tasks.suite == "tau2"
-    suite = config.tau2.suite_config()
+    suite = config.tau2  # envs.tau2's own settings, which the suite runs with
     assert suite.python == str(Path.home() / "tau2-venv/bin/python")  # `~` expanded: a subprocess would not
     assert suite.domains == ("retail",) and suite.grading == "fast" and suite.user is not None
 
@@ -52,13 +52,24 @@ def test_the_suite_and_its_section_come_together(tmp_path):
 
 def test_the_fingerprint_follows_what_the_run_computes_not_where_tau2_lives(tmp_path):
     base = tau2_run_config(tmp_path, tau2_tree()).fingerprint()
-    moved = ["tau2.python=/elsewhere/python", "tau2.workers=8", "tau2.user.timeout_s=5", "tau2.user.max_retries=3"]
+    moved = ["tau2.python=/elsewhere/python", "tau2.workers=8", "tau2.user.timeout_s=5", "tau2.user.max_retries=3",
+             "tau2.start_timeout_s=5", "tau2.call_timeout_s=9"]
     assert tau2_run_config(tmp_path, tau2_tree(), moved).fingerprint() == base
     for changed in ("tau2.user_temperature=0.5", "tau2.domains=[retail, airline]", "tau2.user.model=other",
-                    "tau2.grading=tau2"):
+                    "tau2.grading=tau2", "tau2.max_errors=3", "tau2.max_user_tool_calls=5"):
         assert tau2_run_config(tmp_path, tau2_tree(), [changed]).fingerprint() != base, changed
     # the built-in suite's fingerprint leaves the new keys out: every config saved before them resumes
     assert load_config(overrides=["tasks.suite=builtin"]).fingerprint() == load_config().fingerprint()
+
+
+@pytest.mark.parametrize(("suite", "message"), [
+    ("tau3", "tasks.suite: Value error, unknown suite 'tau3': train on one of builtin, tau2"),
+    ("thinkingbox", "ThinkingBox-Bench (thinkingbox) is evaluation-only: train on one of builtin, tau2"),
+])
+def test_the_suite_is_one_the_registry_trains(suite, message):
+    with pytest.raises(ConfigError, match="invalid config") as error:
+        load_config(overrides=[f"tasks.suite={suite}"])
+    assert message in str(error.value)
 
 
 def run_main(monkeypatch, *argv: str) -> tuple[int, str]:

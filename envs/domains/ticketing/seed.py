@@ -1,7 +1,7 @@
-"""Seeded, realistic rows for the ticketing template: 800 customers, the events of the catalogue, their orders.
+"""Seeded, realistic rows for the ticketing template: 800 customers, the events of the catalog, their orders.
 
 Everything random is drawn from the Random passed in, so the same seed always yields the same database.
-Seat maps are fixed (catalogue.py); orders fill them with runs of adjacent seats, as real buyers do.
+Seat maps are fixed (catalog.py); orders fill them with runs of adjacent seats, as real buyers do.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import sqlite3
 
-from envs.domains.ticketing.catalogue import (
+from envs.domains.ticketing.catalog import (
     CALENDAR,
     ROWS,
     SEATS_PER_ROW,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs.domains.ticketing.catalogue import SELLER_FEE_PERCENT
+from envs.domains.ticketing.catalog import SELLER_FEE_PERCENT
 from envs.domains.ticketing.scenario import customer_of, event_of, held_ticket_row, identify, scenario, seat_of, show
 from envs.sdk import GenContext, Rubric, TaskDraft, call, money_phrases, template, usd
 

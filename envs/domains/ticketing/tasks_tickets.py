@@ -6,7 +6,7 @@ from collections.abc import Callable
 from math import ceil, floor
 from typing import Any
 
-from envs.domains.ticketing.catalogue import RESALE_CAP_PERCENT
+from envs.domains.ticketing.catalog import RESALE_CAP_PERCENT
 from envs.domains.ticketing.scenario import (
     FREE_TICKET,
     customer_of,

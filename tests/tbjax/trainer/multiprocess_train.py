@@ -20,7 +20,7 @@ from tbjax.parallel.distributed import DistributedConfig, initialize_distributed
 from tbjax.parallel.mesh import make_mesh, parse_mesh_spec
 from tbjax.sections.lora import LoraSection
 from tbjax.sections.model import MeshSection
-from tbjax.trainer.lockstep import is_driver, share_batch
+from tbjax.trainer.batch_broadcast import is_driver, share_batch
 from tbjax.trainer.loop import run_steps
 from tbjax.trainer.run_setup import build_run
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks

@@ -109,7 +109,7 @@ def test_exact_mode_repeats_itself_and_resumes_bit_for_bit(tiny_dir, tmp_path) -
 
 
 def test_keeping_the_cache_is_refused_where_the_engine_cannot() -> None:
-    with pytest.raises(ValueError, match="the embedded engine always forgets its cache at a swap"):
+    with pytest.raises(ValueError, match="the embedded engine keeps no prefix cache across a swap"):
         load_config(overrides=["rollout.swap_prefix_cache=keep"])
 
 

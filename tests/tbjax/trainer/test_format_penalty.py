@@ -1,7 +1,8 @@
 """The format penalty through real episodes and the trainer's packing: a group in which every episode passes,
 half of them after a malformed tool call (an unknown tool, answered with an error, then the right calls),
-is signal-free by its verdicts; with `groups.format_penalty` it is informative, and the episodes that wrote
-the malformed call are the ones GRPO pushes down."""
+is signal-free by its verdicts; with `grpo.format_penalty` (the objective's score rule, which the scheduler and
+the packer share) it is informative, and the episodes that wrote the malformed call are the ones GRPO pushes
+down. The setting lived in `groups` before: that key names its new place."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from rollout.interpret import Interpreter
 from rollout.oracle import OracleEngine
 from rollout.trajectory import Trajectory
 from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
+from tbjax.config import ConfigError, load_config
 from tbjax.sections.training import GRPOSection
 from tbjax.trainer.packing import batch_from_groups
 
@@ -64,9 +66,9 @@ def run_group(interpreter: Interpreter, format_penalty: float):
                                    opener=open_session, session_id=session_id)
         return result.trajectory
 
-    config = GroupConfig(groups=1, group_size=GROUP, max_concurrency=GROUP, max_extra_rounds=0,
-                         format_penalty=format_penalty)
-    return asyncio.run(GroupScheduler(iter([task]), episode, config).next_batch())
+    config = GroupConfig(groups=1, group_size=GROUP, max_concurrency=GROUP, max_extra_rounds=0)
+    rule = GRPOSection(format_penalty=format_penalty).score_rule(LIMITS.token_budget)
+    return asyncio.run(GroupScheduler(iter([task]), episode, config, score_rule=rule).next_batch())
 
 
 def test_passes_that_stumbled_are_scored_below_clean_ones_and_pushed_down(interpreter) -> None:
@@ -77,7 +79,7 @@ def test_passes_that_stumbled_are_scored_below_clean_ones_and_pushed_down(interp
     assert group.scores == [1.0, 0.75] * (GROUP // 2) and batch.groups == [group]
     assert batch.counts.reward_sum == GROUP  # the pass rate still counts verdicts
 
-    packed = batch_from_groups([group.trajectories], GRPOSection(), 8192, 1, format_penalty=0.25)
+    packed = batch_from_groups([group.trajectories], GRPOSection(), 8192, 1, score_rule=group.score_rule)
     assert packed is not None
     advantages, mask = packed.arrays["advantages"], packed.arrays["mask"] != 0
     stumbled = sum(sum(t.loss_mask[1:]) for t in group.trajectories[1::2])
@@ -94,5 +96,14 @@ def test_without_the_penalty_the_same_group_is_dropped(interpreter) -> None:
 
 @pytest.mark.parametrize("penalty", [-0.1, 1.5])
 def test_a_penalty_outside_the_unit_interval_is_refused(penalty) -> None:
-    with pytest.raises(ValueError, match="groups.format_penalty"):
-        GroupConfig(format_penalty=penalty)
+    with pytest.raises(ValueError, match=r"grpo.format_penalty=.* is outside \[0, 1\]"):
+        GRPOSection(format_penalty=penalty)
+
+
+def test_the_old_key_names_the_new_one_and_the_fingerprint_keeps_the_penalty() -> None:
+    with pytest.raises(ConfigError, match=r"groups.format_penalty moved .*did you mean grpo.format_penalty\?"):
+        load_config(overrides=["groups.format_penalty=0.2"])
+    penalised = load_config(overrides=["grpo.format_penalty=0.2"])  # the default config's is 1.0
+    assert penalised.grpo.score_rule(100).format_penalty == 0.2
+    assert penalised.fingerprint() != load_config().fingerprint()
+    assert load_config(overrides=["grpo.format_penalty=0"]).fingerprint() != penalised.fingerprint()

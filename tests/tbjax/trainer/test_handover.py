@@ -23,7 +23,9 @@ from tbjax.models import from_pretrained
 from tbjax.models.hf.versions import DELTA_FILE, publish_weights
 from tbjax.parallel.offload import HOST_MEMORY, HostOffload
 from tbjax.parallel.xla_memory import configure_xla_memory
+from tbjax.sections.rollout import RolloutSection
 from tbjax.sections.training import GRPOSection, OptimSection
+from tbjax.trainer.backends.sglang_backend import SGLangBackend
 from tbjax.trainer.handover import Handover, IllegalTransition, Phase
 from tbjax.trainer.loop import run_steps
 from tbjax.trainer.packing import batch_from_groups
@@ -52,6 +54,12 @@ def server(tiny_dir):
     supervisor.start()
     yield supervisor.urls[0]
     supervisor.stop()
+
+
+def backend_of(engine: SGLangEngine, publish_root) -> SGLangBackend:
+    """The rollout backend over `engine`'s servers (what the hand-over asks to release and resume memory)."""
+    rollout = RolloutSection(engine="sglang", sglang_urls=list(engine.config.urls))
+    return SGLangBackend(engine, rollout, publish_root, publish_root)
 
 
 class Recorder(httpx.AsyncBaseTransport):
@@ -109,7 +117,7 @@ def test_two_colocated_cycles_against_tbjax_serve(server, tiny_dir, tmp_path):
 
     async def scenario():
         engine = SGLangEngine(SGLangConfig(urls=(server,)), transport=recorder)
-        handover = Handover(engine, HostOffload())
+        handover = Handover(backend_of(engine, tmp_path), HostOffload())
         handover.start(trainer)
         assert trainer.memory_kinds() == {HOST_MEMORY}
         for version in ("1", "2"):
@@ -240,9 +248,9 @@ def test_transitions_out_of_order_raise():
     assert handover.phase is Phase.TRAINING and len(handover.transitions) == 3
 
 
-def test_a_failed_hand_over_refuses_every_later_transition():
+def test_a_failed_hand_over_refuses_every_later_transition(tmp_path):
     dead = SGLangEngine.from_urls([f"http://127.0.0.1:{portpicker.pick_unused_port()}"])
-    handover = Handover(dead, HostOffload())
+    handover = Handover(backend_of(dead, tmp_path), HostOffload())
 
     class Holder:
         state = {"w": jax.numpy.ones(3)}
@@ -271,15 +279,16 @@ def test_colocated_processes_neither_preallocate_nor_pool_device_memory(caplog):
     assert "keeps freed device memory in JAX's pool" in caplog.text
 
 
-def test_colocation_is_refused_for_the_embedded_engine():
+@pytest.mark.parametrize("engine", ["embedded", "replay"])
+def test_colocation_is_refused_for_an_engine_without_servers(engine):
     from tbjax.config import ConfigError
 
-    with pytest.raises(ConfigError, match="embedded engine already shares the trainer's parameters"):
-        load_config(overrides=["rollout.engine=embedded", "rollout.placement=colocated"])
+    with pytest.raises(ConfigError, match=f"the {engine} engine has none to hand over"):
+        load_config(overrides=[f"rollout.engine={engine}", "rollout.placement=colocated", "train.refit_probe=false"])
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    (["rollout.publish_dir=/dev/shm/x"], "rollout.publish_dir: the embedded engine takes the trainer's parameters"),
+    (["rollout.publish_dir=/dev/shm/x"], "rollout.publish_dir: the embedded engine publishes no files"),
     (["rollout.publish_keep=3"], "rollout.publish_keep: the embedded engine"),
     (["rollout.engine=sglang", "rollout.sglang_urls=[http://127.0.0.1:1]", "rollout.publish_replicas=true"],
      r"needs a node-local directory: set rollout.publish_dir \(e.g. /dev/shm/tbjax/\{run\}\)"),

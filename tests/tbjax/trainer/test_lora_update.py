@@ -45,7 +45,7 @@ def test_an_update_trains_the_adapters_alone(tiny_dir):
     moments = sum(x.size for x in jax.tree.leaves(state.opt_state) if x.ndim)
     assert moments == 2 * adapter_elements(model)  # AdamW's mu and nu, of the adapters only
     start = flat(state.params).copy()
-    batch = batch_from_groups(graded_groups(seed=2), trainer.loss, 128, 1)
+    batch = batch_from_groups(graded_groups(seed=2), trainer.grpo, 128, 1)
     state, metrics = trainer.update(state, trainer.prepare(state.params, batch))
     assert metrics["grad_norm"] > 0 and metrics["optimizer_steps"] == 2
     assert np.abs(flat(state.params) - start).max() > 1e-3  # the adapters moved
@@ -67,7 +67,7 @@ def test_the_kl_reference_is_the_base_with_its_adapters_off(tiny_dir):
     state = trainer.init_state(model)
     trainer.keep_reference(state.params)
     assert flat(trainer.reference).size == adapter_elements(model)  # no second copy of the weights
-    batch = batch_from_groups(graded_groups(seed=2), trainer.loss, 128, 1)
+    batch = batch_from_groups(graded_groups(seed=2), trainer.grpo, 128, 1)
     reference = np.asarray(trainer.prepare(state.params, batch).mini_batches[0].arrays[REF_LOGPROBS])
     base = np.asarray(plain_trainer.logprobs(plain_params, batch))
     policy = np.asarray(trainer.logprobs(state.params, batch))
@@ -85,17 +85,17 @@ def test_lora_gradient_matches_peft_on_transformers_qwen3(tiny_dir, tmp_path):
                              init_lora_weights=False, lora_dropout=0.0)
     reference = peft.get_peft_model(base, config)
     reference.save_pretrained(tmp_path / "start")
-    loss = GRPOSection(tis_cap=TIS_CAP)
+    grpo = GRPOSection(tis_cap=TIS_CAP)
     groups = with_behaviour_near(reference, graded_groups(seed=3, groups=2), seed=3)
-    torch_loss(reference, [t for g in groups for t in g], group_advantages(groups), loss).backward()
+    torch_loss(reference, [t for g in groups for t in g], group_advantages(groups), grpo).backward()
     expected = {name.replace(".default", ""): p.grad.numpy() for name, p in reference.named_parameters()
                 if p.requires_grad}
 
     model = from_pretrained(path)
     load_adapter(model, tmp_path / "start")
-    trainer = GRPOTrainer(model, loss, logprob_chunk=512)
+    trainer = GRPOTrainer(model, grpo, logprob_chunk=512)
     params = trainer.init_state(model).params
-    batch = batch_from_groups(groups, loss, 512, 1)
+    batch = batch_from_groups(groups, grpo, 512, 1)
     grads, _ = trainer.gradients(params, {k: jnp.asarray(v) for k, v in batch.arrays.items()},
                                  jnp.float32(batch.denominator))
     save_adapter(trainer.model_for(grads), model.lora_spec, tmp_path / "grads")  # the gradients, by PEFT name

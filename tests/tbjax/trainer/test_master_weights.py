@@ -84,12 +84,12 @@ def test_a_checkpoint_without_masters_resumes_onto_their_upcast(tiny_dir, tmp_pa
     trainer = GRPOTrainer(model, logprob_chunk=512)
     state = trainer.init_state(model)
     assert state.master is not None
-    old = Checkpointer(tmp_path, save_every=1, keep=1)  # what a run saved before states kept masters
+    old = Checkpointer(tmp_path, keep=1)  # what a run saved before states kept masters
     old.save(1, jax.tree.map(lambda x: x.copy(), state.__class__(state.params, state.opt_state, state.step)),
              {}, {"fingerprint": "f"})
     old.close()
     with caplog.at_level(logging.WARNING):
-        checkpointer = Checkpointer(tmp_path, save_every=1, keep=1)
+        checkpointer = Checkpointer(tmp_path, keep=1)
         restored = checkpointer.restore_latest(state, "f", allow_change=False)
         checkpointer.close()
     assert sum("float32 master weights" in r.message for r in caplog.records) == 1

@@ -14,7 +14,7 @@ import pytest
 from tbjax.config import load_config
 from tbjax.models import from_pretrained
 from tbjax.sections.training import GRPOSection
-from tbjax.trainer.lockstep import engine_model
+from tbjax.trainer.backends.embedded_backend import engine_model
 from tbjax.trainer.loop import run_steps
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchError, MismatchMeter, mismatch_sums
 from tbjax.trainer.objective import OLD_LOGPROBS
@@ -63,8 +63,8 @@ def test_steps_log_the_mismatch_and_pass_the_refit_probe(tiny_dir, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("action", ["warn", "fail"])
 def test_the_alarm_fires_when_the_engine_samples_other_weights(tiny_dir, tmp_path, monkeypatch, caplog, action):
-    for module in ("run_setup", "weight_refresh"):  # the engine starts perturbed, every publish perturbs it again
-        monkeypatch.setattr(f"tbjax.trainer.{module}.engine_model", perturbed_engine_model)
+    # the engine starts perturbed, every publish perturbs it again
+    monkeypatch.setattr("tbjax.trainer.backends.embedded_backend.engine_model", perturbed_engine_model)
     # warn: two optimizer steps per batch (the meter reads the update's old log-probs); fail: one (its own pass)
     config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action=action, refit_probe=False,
                         mini_batches=2 if action == "warn" else 1)
@@ -84,7 +84,7 @@ def test_a_publish_whose_weights_do_not_arrive_fails_the_step(tiny_dir, tmp_path
     model_dir = tiny_dir("qwen3")
     config = configured(tmp_path, 2)
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
-    monkeypatch.setattr("tbjax.trainer.weight_refresh.engine_model", perturbed_engine_model)  # started right
+    monkeypatch.setattr("tbjax.trainer.backends.embedded_backend.engine_model", perturbed_engine_model)  # started right
     with pytest.raises(RefitError, match=r"weight version \d: engine replica embedded scores the refit probe up "
                                          r"to [\d.]+ away from the trainer \(tolerance 0\.0001"):
         asyncio.run(run_steps(run, opener=brief_session))

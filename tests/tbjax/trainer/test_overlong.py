@@ -1,7 +1,8 @@
-"""Episodes cut short (grpo.overlong, rollout.overlong) through the trainer and the loop. Masked, a cut episode
+"""Episodes cut short (grpo.overlong, rollout.score_rule) through the trainer and the loop. Masked, a cut episode
 still counts in its group's baseline but its tokens leave the loss: the gradient is that of the same batch
 whose cut episodes sampled nothing trainable. Penalised, the gradient is that of the batch whose episodes
-were graded with the shaped scores by hand. In the loop, the setting reaches the update: the same rollouts
+were graded with the shaped scores by hand, and a group the scheduler kept for its cut episode alone (equal
+verdicts) is one the packer trains on. In the loop, the setting reaches the update: the same rollouts
 (deterministic) leave something else to train on, and each step counts its cut episodes."""
 
 import dataclasses
@@ -10,12 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rollout.overlong import OverlongRule
+from rollout.score_rule import ScoreRule
 from tbjax.config import load_config
 from tbjax.models import from_pretrained
 from tbjax.sections.training import GRPOSection
 from tbjax.trainer.packing import batch_from_groups
 from tbjax.trainer.update import GRPOTrainer
+from tests.rollout.score_rule_support import PENALTY, scheduled
 from tests.tbjax.trainer.loop_support import metric_lines, train_for
 from tests.tbjax.trainer.support import flat, synthetic_groups
 
@@ -48,7 +50,8 @@ def trainer_and_state(tiny_dir):
 def test_a_masked_episode_counts_in_the_baseline_and_leaves_the_loss(trainer_and_state) -> None:
     trainer, state = trainer_and_state
     groups = cut_some(synthetic_groups())
-    masked = batch_from_groups(groups, GRPOSection(), 128, 1, overlong=OverlongRule("mask", BUDGET))
+    masked = batch_from_groups(groups, GRPOSection(), 128, 1,
+                               score_rule=ScoreRule(overlong="mask", token_budget=BUDGET))
     untrainable = [[dataclasses.replace(t, loss_mask=[0] * len(t.loss_mask)) if t.termination == "token_budget"
                     or t.truncated_turns else t for t in group] for group in groups]
     expected = batch_from_groups(untrainable, GRPOSection(), 128, 1)
@@ -62,8 +65,8 @@ def test_a_masked_episode_counts_in_the_baseline_and_leaves_the_loss(trainer_and
 def test_the_soft_penalty_shapes_the_scores_as_computed_by_hand(trainer_and_state) -> None:
     trainer, state = trainer_and_state
     groups = cut_some(synthetic_groups())
-    rule = OverlongRule("penalty", BUDGET, penalty=0.5, buffer=BUFFER)
-    shaped = batch_from_groups(groups, GRPOSection(), 128, 1, overlong=rule)
+    rule = GRPOSection(overlong="penalty", overlong_penalty=0.5, overlong_buffer=BUFFER).score_rule(BUDGET)
+    shaped = batch_from_groups(groups, GRPOSection(), 128, 1, score_rule=rule)
 
     def by_hand(t):
         if t.termination == "token_budget" or t.truncated_turns:
@@ -76,6 +79,21 @@ def test_the_soft_penalty_shapes_the_scores_as_computed_by_hand(trainer_and_stat
     np.testing.assert_allclose(gradients(trainer, state, shaped),
                                gradients(trainer, state, batch_from_groups(graded, GRPOSection(), 128, 1)),
                                rtol=1e-5, atol=1e-8)
+
+
+def test_the_packer_trains_the_group_the_scheduler_kept_for_its_cut_episode() -> None:
+    """Equal verdicts, one episode cut short: the scheduler keeps the group under the overlong penalty (its
+    shaped scores differ), and the packer, given the same rule, pushes the cut episode down and the others up;
+    with the verdicts alone it would have nothing to train on."""
+    assert GRPOSection(overlong="penalty", overlong_penalty=0.5).score_rule(PENALTY.token_budget) == PENALTY
+    (group,) = scheduled(PENALTY).groups
+    packed = batch_from_groups([group.trajectories], GRPOSection(), 128, 1, score_rule=PENALTY)
+    assert packed is not None
+    advantages, mask = packed.arrays["advantages"], packed.arrays["mask"] != 0
+    cut, *whole = group.trajectories
+    assert np.count_nonzero(mask & (advantages < 0)) == sum(cut.loss_mask[1:])
+    assert np.count_nonzero(mask & (advantages > 0)) == sum(sum(t.loss_mask[1:]) for t in whole)
+    assert batch_from_groups([group.trajectories], GRPOSection(), 128, 1) is None
 
 
 def test_settings_that_cannot_act_are_refused() -> None:

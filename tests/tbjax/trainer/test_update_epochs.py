@@ -56,14 +56,14 @@ def test_the_clip_binds_from_the_second_epoch_on(tiny):
     """ppo_epochs=2: step 1 has ratio 1 (nothing clipped), step 2 compares with the pre-update log-probs, so
     the clip binds and its range changes the gradient."""
     model = from_pretrained(tiny)
-    loss = GRPOSection()
-    trainer = GRPOTrainer(model, loss, FAST, logprob_chunk=512, ppo_epochs=2)
+    grpo = GRPOSection()
+    trainer = GRPOTrainer(model, grpo, FAST, logprob_chunk=512, ppo_epochs=2)
     state = trainer.init_state(model)
-    batch = batch_from_groups(graded_groups(), loss, 128, 1)
+    batch = batch_from_groups(graded_groups(), grpo, 128, 1)
     fresh = copied(state)
     prepared = trainer.prepare(state.params, batch)
     [part] = prepared.mini_batches
-    first_epoch = GRPOTrainer(model, loss, FAST, logprob_chunk=512)  # one step over the prepared batch
+    first_epoch = GRPOTrainer(model, grpo, FAST, logprob_chunk=512)  # one step over the prepared batch
     state, first = first_epoch.update(state, prepared)
     assert first["clip_fraction"] == 0.0
     wide = GRPOTrainer(model, GRPOSection(clip_low=10.0, clip_high=10.0), FAST, logprob_chunk=512)
@@ -82,10 +82,10 @@ def test_old_logprobs_are_computed_once_before_the_first_step(tiny):
     """The forward program runs once per mini-batch, all before the first optimizer step, and gives the
     model's own log-probs of the trained targets."""
     model = from_pretrained(tiny)
-    loss = GRPOSection()
-    trainer = GRPOTrainer(model, loss, FAST, logprob_chunk=512, ppo_epochs=2, mini_batches=2)
+    grpo = GRPOSection()
+    trainer = GRPOTrainer(model, grpo, FAST, logprob_chunk=512, ppo_epochs=2, mini_batches=2)
     state = trainer.init_state(model)
-    batch = batch_from_groups(graded_groups(), loss, 128, 1)
+    batch = batch_from_groups(graded_groups(), grpo, 128, 1)
     for part in trainer.prepare(state.params, batch).mini_batches:
         want = model_logprobs(trainer.model_for(state.params), part)
         np.testing.assert_allclose(np.asarray(part.arrays[OLD_LOGPROBS]), want, atol=1e-5)
@@ -104,18 +104,18 @@ def test_old_logprobs_are_computed_once_before_the_first_step(tiny):
 def test_the_first_of_several_steps_is_the_single_step_update(tiny):
     """Old log-probs from the forward program equal the gradient program's own: the first step of a
     ppo_epochs=2 update is today's one-step update (gradient to 1e-6, the same metrics and parameters)."""
-    loss, groups = GRPOSection(), graded_groups(seed=1)
+    grpo, groups = GRPOSection(), graded_groups(seed=1)
     results = []
     for epochs in (1, 2):
         model = from_pretrained(tiny)
-        trainer = GRPOTrainer(model, loss, OptimSection(), logprob_chunk=512, ppo_epochs=epochs)
+        trainer = GRPOTrainer(model, grpo, OptimSection(), logprob_chunk=512, ppo_epochs=epochs)
         state = trainer.init_state(model)
-        batch = batch_from_groups(groups, loss, 64, 1)
+        batch = batch_from_groups(groups, grpo, 64, 1)
         prepared = trainer.prepare(state.params, batch)
         [part] = prepared.mini_batches
         assert (OLD_LOGPROBS in part.arrays) == (epochs == 2)
         grads, _ = trainer.gradients(state.params, arrays(part), jnp.float32(part.denominator))
-        one_step = GRPOTrainer(model, loss, OptimSection(), logprob_chunk=512)  # the first step alone
+        one_step = GRPOTrainer(model, grpo, OptimSection(), logprob_chunk=512)  # the first step alone
         state, metrics = one_step.update(state, prepared)
         results.append((flat(grads), flat(state.params), metrics))
     (grads, params, metrics), (grads2, params2, metrics2) = results
@@ -128,9 +128,9 @@ def test_the_first_of_several_steps_is_the_single_step_update(tiny):
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean"])
 def test_mini_batches_hold_whole_episodes_with_denominators_of_their_own(aggregation):
-    loss = GRPOSection(aggregation=aggregation)
-    batch = batch_from_groups(graded_groups(), loss, 128, 2)
-    parts = split_episodes(batch, 3, loss)
+    grpo = GRPOSection(aggregation=aggregation)
+    batch = batch_from_groups(graded_groups(), grpo, 128, 2)
+    parts = split_episodes(batch, 3, grpo)
     assert [p.episodes for p in parts] == [4, 4, 4]
     assert sum(p.trained_tokens for p in parts) == batch.trained_tokens
     assert sum(p.denominator for p in parts) == batch.denominator
@@ -141,7 +141,7 @@ def test_mini_batches_hold_whole_episodes_with_denominators_of_their_own(aggrega
     assert sorted(np.concatenate([p.arrays["advantages"][p.arrays["mask"] != 0] for p in parts])) == sorted(
         batch.arrays["advantages"][batch.arrays["mask"] != 0])
     with pytest.raises(ValueError, match="train.mini_batches=13 exceeds the 12 episodes"):
-        split_episodes(batch, 13, loss)
+        split_episodes(batch, 13, grpo)
 
 
 # ----------------------------------------------------------------------------- KL to the reference
@@ -151,16 +151,16 @@ def test_kl_is_zero_at_the_reference_and_grows_after_a_step(tiny, estimator, pla
     waiting in pinned host memory gives bitwise the result of the one kept on the device. k3 is never negative;
     k1 is the mean of log pi - log ref, here over tokens the policy did not sample (either sign): exactly the
     change of the trained tokens' mean log-likelihood since the reference (`nll` is the current policy's)."""
-    loss, groups = GRPOSection(kl_coef=0.5, kl_estimator=estimator), graded_groups(seed=2)
+    grpo, groups = GRPOSection(kl_coef=0.5, kl_estimator=estimator), graded_groups(seed=2)
     outcomes = []
     for placement in placements:
         model = from_pretrained(tiny)
-        trainer = GRPOTrainer(model, loss, FAST, logprob_chunk=512, reference_placement=placement)
+        trainer = GRPOTrainer(model, grpo, FAST, logprob_chunk=512, reference_placement=placement)
         state = trainer.init_state(model)
         trainer.keep_reference(state.params)
         kinds = {x.sharding.memory_kind for x in jax.tree.leaves(trainer.reference)}
         assert kinds == {"pinned_host" if placement == "host" else "device"}
-        batch = batch_from_groups(groups, loss, 128, 1)
+        batch = batch_from_groups(groups, grpo, 128, 1)
         state, first = trainer.update(state, trainer.prepare(state.params, batch))
         state, second = trainer.update(state, trainer.prepare(state.params, batch))
         assert abs(first["kl"]) < 1e-6
@@ -178,7 +178,7 @@ def test_kl_is_zero_at_the_reference_and_grows_after_a_step(tiny, estimator, pla
 def test_kl_without_a_reference_is_an_error(tiny):
     model = from_pretrained(tiny)
     trainer = GRPOTrainer(model, GRPOSection(kl_coef=0.1), logprob_chunk=512)
-    batch = batch_from_groups(graded_groups(), trainer.loss, 128, 1)
+    batch = batch_from_groups(graded_groups(), trainer.grpo, 128, 1)
     with pytest.raises(ValueError, match="needs a reference policy"):
         trainer.prepare(trainer.init_state(model).params, batch)
     with pytest.raises(ValueError, match="train.ppo_epochs=0"):
@@ -214,15 +214,15 @@ def test_several_steps_with_a_host_reference_on_3x8_equal_single_device(tiny):
     """ppo_epochs=2, mini_batches=2 and k3 KL to a reference in pinned host memory, sharded over a 3x8 mesh
     (mini-batches re-packed for 24 data shards): the state after the batch's four steps agrees with one
     device's."""
-    loss = GRPOSection(kl_coef=0.1, kl_estimator="k3")
+    grpo = GRPOSection(kl_coef=0.1, kl_estimator="k3")
     outcomes = []
     for mesh in (None, make_mesh(parse_mesh_spec("3x8"))):
         model = from_pretrained(tiny, mesh=mesh)
-        trainer = GRPOTrainer(model, loss, OptimSection(), logprob_chunk=512, ppo_epochs=2, mini_batches=2,
+        trainer = GRPOTrainer(model, grpo, OptimSection(), logprob_chunk=512, ppo_epochs=2, mini_batches=2,
                               reference_placement="host", micro_batches_per_call=1)
         state = trainer.shard_state(trainer.init_state(model))
         trainer.keep_reference(state.params)
-        batch = batch_from_groups(graded_groups(seed=4), loss, 128, 1, trainer.rows_multiple)
+        batch = batch_from_groups(graded_groups(seed=4), grpo, 128, 1, trainer.rows_multiple)
         state, metrics = trainer.update(state, trainer.prepare(state.params, batch))
         outcomes.append((flat(state.params), metrics))
     (single, a), (sharded, b) = outcomes
@@ -237,21 +237,21 @@ def test_gradient_matches_torch_on_transformers_qwen3(tiny):
 
     The bound is relative to a tensor's largest entry because entries near zero carry the absolute float32
     noise of both sides (logits agree to ~1e-5), which an element-wise relative test would magnify."""
-    loss = GRPOSection(tis_cap=TIS_CAP)  # token_mean, clip 0.2 / 0.28
+    grpo = GRPOSection(tis_cap=TIS_CAP)  # token_mean, clip 0.2 / 0.28
     hf = transformers.AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
     groups = with_behaviour_near(hf, graded_groups(seed=3, groups=2), seed=3)
     episodes = [t for group in groups for t in group]
     advantages = group_advantages(groups)
     assert (advantages > 0).any() and (advantages < 0).any() and not np.allclose(np.abs(advantages), 1.0)
-    torch_loss(hf, episodes, advantages, loss).backward()
+    torch_loss(hf, episodes, advantages, grpo).backward()
     expected = {name: p.grad.numpy() for name, p in hf.named_parameters()}
     model = from_pretrained(tiny)
-    trainer = GRPOTrainer(model, loss, logprob_chunk=512)
+    trainer = GRPOTrainer(model, grpo, logprob_chunk=512)
     params = trainer.init_state(model).params
     layouts = hf_layouts(model.config)
     worst = 0.0
     for row_len, micro_rows in [(512, 1), (64, 1)]:
-        batch = batch_from_groups(groups, loss, row_len, micro_rows)
+        batch = batch_from_groups(groups, grpo, row_len, micro_rows)
         assert (batch.shape[0] == 1) == (row_len == 512)
         grads, sums = trainer.gradients(params, arrays(batch), jnp.float32(batch.denominator))
         truncated = float(sums["tis_truncated"]) / float(sums["tokens"])

@@ -15,11 +15,11 @@ from flax import nnx
 from envs import load_tasks
 from rollout.plots import learning_curves_figure, read_steps
 from tbjax.config import load_config
+from tbjax.export.saved_policy import checkpoint_model, restore_checkpoint
 from tbjax.models import from_pretrained
 from tbjax.sections.tasks import ValidationSection
 from tbjax.trainer.loop import run_steps
 from tbjax.trainer.run_setup import build_run
-from tbjax.trainer.saved_policy import checkpoint_model, restore_checkpoint
 from tbjax.trainer.validation import Validation
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 

@@ -15,7 +15,7 @@ def torch_logprobs(model: torch.nn.Module, ids: list[int]) -> torch.Tensor:
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
 
 
-def torch_loss(model: torch.nn.Module, episodes, advantages: np.ndarray, loss: GRPOSection) -> torch.Tensor:
+def torch_loss(model: torch.nn.Module, episodes, advantages: np.ndarray, grpo: GRPOSection) -> torch.Tensor:
     """The token-mean clipped objective with TIS: old log-probs = detached current ones, TIS weight =
     min(exp(old - behaviour), cap), detached."""
     total, tokens = torch.zeros(()), 0
@@ -24,8 +24,8 @@ def torch_loss(model: torch.nn.Module, episodes, advantages: np.ndarray, loss: G
         mask, behaviour = torch.tensor(t.loss_mask[1:], dtype=torch.float32), torch.tensor(t.logprobs[1:])
         old = logprobs.detach()
         ratio = torch.exp(logprobs - old)
-        term = torch.maximum(-advantage * ratio, -advantage * ratio.clamp(1 - loss.clip_low, 1 + loss.clip_high))
-        tis = torch.clamp(torch.exp(old - behaviour), max=loss.tis_cap)
+        term = torch.maximum(-advantage * ratio, -advantage * ratio.clamp(1 - grpo.clip_low, 1 + grpo.clip_high))
+        tis = torch.clamp(torch.exp(old - behaviour), max=grpo.tis_cap)
         total = total + torch.sum(term * tis * mask)
         tokens += int(mask.sum())
     return total / tokens

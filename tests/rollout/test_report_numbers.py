@@ -1,8 +1,8 @@
-"""rollout.formats: how shares, their deltas and large counts read in reports and on the console."""
+"""rollout.report_numbers: how shares, their deltas and large counts read in reports and on the console."""
 
 import pytest
 
-from rollout.formats import count, interval, pct, points
+from rollout.report_numbers import count, interval, pct, points
 
 
 @pytest.mark.parametrize("value, text", [(0, "0"), (999, "999"), (1_000, "1.0K"), (999_960, "1.0M"),

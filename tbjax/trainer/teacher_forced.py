@@ -1,7 +1,7 @@
-"""The trainer's log-probs of given tokens under given parameters, without gradients: the trainer's side of
-the engine-vs-trainer comparisons (trainer.mismatch over a step's batch, trainer.refit_check over a fixed
-probe sequence). The update's own forward pass and vocabulary head (tbjax.trainer.update), on its shardings, so what
-is compared is what the update computes.
+"""The trainer's teacher-forced log-probs (of given tokens under given parameters, without gradients): the
+trainer's side of the engine-vs-trainer comparisons (trainer.mismatch over a step's batch, trainer.refit_check over
+a fixed probe sequence). The update's own forward pass and vocabulary head (tbjax.trainer.update), on its
+shardings, so what is compared is what the update computes.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from tbjax.trainer.packing import HEAD_INDEX
 from tbjax.trainer.train_state import Params
 from tbjax.trainer.update import GRPOTrainer
 
-# What a scoring pass reads of a packed batch (tbjax.trainer.packing.FIELDS and HEAD_INDEX)
-SCORED_FIELDS = ("tokens", "positions", "segments", "targets", HEAD_INDEX)
+# What a teacher-forced pass reads of a packed batch (tbjax.trainer.packing.FIELDS and HEAD_INDEX)
+TEACHER_FORCED_FIELDS = ("tokens", "positions", "segments", "targets", HEAD_INDEX)
 
 
 def trainer_logprobs(trainer: GRPOTrainer, params: Params, frozen: Params, micro: dict[str, jax.Array],
                      temperature: float) -> jax.Array:
-    """One micro-batch's packed arrays (SCORED_FIELDS; [rows, len], HEAD_INDEX [shards, head_tokens]) ->
+    """One micro-batch's packed arrays (TEACHER_FORCED_FIELDS; [rows, len], HEAD_INDEX [shards, head_tokens]) ->
     log p(target) at `temperature` [rows, len] float32, zero at positions HEAD_INDEX does not list. Traced
     inside the caller's jit, which takes the trainer's `frozen` base weights as an argument."""
     model = trainer.model_for(params, frozen)
@@ -34,7 +34,7 @@ def trainer_logprobs(trainer: GRPOTrainer, params: Params, frozen: Params, micro
 
 
 def replicated(trainer: GRPOTrainer) -> NamedSharding | None:
-    """Where a scoring pass puts its (small) results: whole on every device, so that every process of a
+    """Where a teacher-forced pass puts its (small) results: whole on every device, so that every process of a
     multi-host run can read them."""
     return None if trainer.mesh is None else NamedSharding(trainer.mesh, PartitionSpec())
 

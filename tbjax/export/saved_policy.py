@@ -68,7 +68,7 @@ def restore_checkpoint(path: Path) -> Restored[dict[str, Any]]:
                                   f"{CHECKPOINTS}/ directory nor a checkpoint ({CHECKPOINTS}/<step>/ with state/)")
     checkpoints, step = located
     target = saved_state(checkpoints)
-    checkpointer = Checkpointer(checkpoints, save_every=1, keep=len(_steps(checkpoints)))
+    checkpointer = Checkpointer(checkpoints, keep=len(_steps(checkpoints)))
     try:
         restored = (checkpointer.restore(step, target) if step is not None
                     else checkpointer.restore_latest(target, fingerprint=None, allow_change=True))

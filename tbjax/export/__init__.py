@@ -39,12 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.resolve() == args.src.resolve():
         print("error: OUT must differ from SRC (the export reads SRC while writing)", file=sys.stderr)
         return 2
-    from tbjax.models import CheckpointError, UnsupportedModelError, save_pretrained  # JAX starts here
+    from tbjax.export.saved_policy import CheckpointSourceError, exportable_policy  # JAX starts here
+    from tbjax.models import CheckpointError, UnsupportedModelError, save_pretrained
     from tbjax.models.hf.config_v4 import write_transformers4_config
     from tbjax.models.hf.peft_adapter import save_adapter
     from tbjax.models.lora import merge_adapters
     from tbjax.trainer.checkpoint import BrokenCheckpointError
-    from tbjax.trainer.saved_policy import CheckpointSourceError, exportable_policy
 
     try:
         model, tokenizer_dir = exportable_policy(args.src, args.model, args.dtype)
@@ -72,6 +72,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {out}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
