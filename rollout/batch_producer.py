@@ -16,7 +16,7 @@ may reach the engines between turns, and later turns are only fresher). With `ma
 
 Which weights sample a batch depends on the mode:
 
-- eager: every refresh reaches the engines as soon as it is published, between the running episodes' turns
+- eager: every publish reaches the engines at once, between the running episodes' turns
   (the freshest weights; which turn saw which version depends on timing). A resumed run samples again, under
   the restored weights, the batches in flight when its checkpoint was written (`in_flight`, kept in the
   checkpoint; the consumed batch says it was `replayed`).
@@ -207,7 +207,8 @@ class BatchProducer(Generic[T]):
         return await self._produce(index)
 
     async def _serve_published(self, step: int) -> None:
-        """Lands the published versions up to step `step`'s, in order (a delta applies to the one before)."""
+        """Serves and verifies the versions published up to step `step`'s, in order (a delta applies to the one
+        before)."""
         async with self._serving:
             while self._publications and self._publications[0][0] <= step:
                 _, publication = self._publications.pop(0)

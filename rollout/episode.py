@@ -165,7 +165,7 @@ class Episode:
             cap = min(self.config.max_tokens_per_turn, remaining)
             generation = await self.timer.measure("engine", self.clock.generate(self.engine.generate(
                 self.sequence.token_ids, self._sampling(cap), session_id=self.session_id)), "engine")
-            if self.versions and generation.weight_version != self.versions[-1]:  # a refresh since the last turn:
+            if self.versions and generation.weight_version != self.versions[-1]:  # a publish since the last turn:
                 cacheable = self._last_context  # what the last call's prompt and completion left in the cache
                 self.reprefilled_tokens += max(0, cacheable - generation.cached_tokens)
             self.sequence.add_sampled(generation.output_ids, generation.logprobs)

@@ -11,8 +11,8 @@ sglang-jax). `--colocated` is for servers that share their GPUs with the trainer
 they start with `--enable-memory-saver`, so that they can release and resume their memory around each update.
 `--lora-rank R` is for LoRA GRPO (lora.rank > 0): servers start with `--enable-lora --max-lora-rank R
 --lora-target-modules ...`, so that they can load each published adapter and serve requests under it.
-`Supervisor.restart_on(DIR)` restarts every server on another model directory: the weight refresh of servers
-that cannot load weights in place (sglang-jax), which `SGLangEngine(restart_servers=...)` falls back to.
+`Supervisor.restart_on(DIR)` restarts every server on another model directory: how weights are published to
+servers that cannot load them in place (sglang-jax), which `SGLangEngine(restart_servers=...)` falls back to.
 """
 
 from __future__ import annotations

@@ -29,12 +29,15 @@ from rollout.evaluation.charts import default_style, grouped_bars, label_axes, n
 SKIPPED = "step skipped: no informative group, no update"
 CURVES = (("reward_mean", "reward mean (informative groups)"), ("pass_rate", "pass rate (scored episodes)"))
 SCORINGS = ("validation_pass_at_1", "heldout_pass_at_1")  # pass@1 of the scorings during training, where run
+# metrics renamed since runs logged them, old -> new: a metrics.jsonl written before the rename (or by a run resumed
+# across it) reads under the new names
+RENAMED_METRICS = {"refit_probe_max_diff": "weight_probe_max_diff", "refit_probe_base_gap": "weight_probe_base_gap"}
 
 
 def read_steps(metrics_jsonl: Path) -> list[dict[str, Any]]:
-    """The metrics lines that carry a step, one per step in step order; when a resumed run logged a step
-    again (the file is appended to), its last line wins. Raises ValueError naming the file when a line is not
-    JSON or no line has a step."""
+    """The metrics lines that carry a step, one per step in step order, renamed metrics under their new names
+    (RENAMED_METRICS); when a resumed run logged a step again (the file is appended to), its last line wins.
+    Raises ValueError naming the file when a line is not JSON or no line has a step."""
     steps: dict[int, dict[str, Any]] = {}
     for number, line in enumerate(Path(metrics_jsonl).read_text().splitlines(), start=1):
         if not line.strip():
@@ -44,7 +47,7 @@ def read_steps(metrics_jsonl: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as error:
             raise ValueError(f"{metrics_jsonl}:{number} is not a JSON line ({error})") from error
         if isinstance(row, dict) and isinstance(row.get("step"), int):
-            steps[row["step"]] = row
+            steps[row["step"]] = {RENAMED_METRICS.get(str(key), str(key)): value for key, value in row.items()}
     if not steps:
         raise ValueError(f"{metrics_jsonl} has no training steps (no JSON line with an integer \"step\"); "
                          "expected the trainer's metrics.jsonl")

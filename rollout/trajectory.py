@@ -20,7 +20,7 @@ class Trajectory:
     token_ids: list[int]
     loss_mask: list[int]
     logprobs: list[float]
-    weight_versions: list[str]  # one per agent turn, in order (a refresh may land between turns)
+    weight_versions: list[str]  # one per agent turn, in order (a publish may reach the engine between turns)
     reward: float | None  # None when a system error voided the episode
     termination: Termination
     system_error: str | None = None  # the error's kind, e.g. "engine", "endpoint_timeout"
@@ -28,7 +28,7 @@ class Trajectory:
     completion_tokens: int = 0
     turns: int = 0
     truncated_turns: int = 0  # turns that hit max_tokens_per_turn (or the budget) before their end
-    # prompt tokens prefilled again because a weight refresh between turns emptied the prefix cache holding them
+    # prompt tokens prefilled again because a publish between turns emptied the prefix cache holding them
     reprefilled_tokens: int = 0
     malformed: dict[MalformedKind, int] = dataclasses.field(default_factory=dict)  # tool calls, by kind
     timings: dict[str, float] = dataclasses.field(default_factory=dict)

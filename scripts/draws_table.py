@@ -28,7 +28,7 @@ def row(label: str, run: Path) -> list[str]:
     a, b, ci = compare["a"], compare["b"], compare["ci"]
     low, high = ci["pass@1"]
     ka, kb = a["observed_k_of_k"]["count"], b["observed_k_of_k"]["count"]
-    config = load_config(run / "grpo" / "config.yaml")
+    config = load_config(run / "grpo" / "config.yaml", saved_by_run=True)
     _, heldout = heldout_split(config)
     kinds = {task.id: task.kind.value for task in heldout}
     decisions = decision_rows(read_records(run / "eval" / "base" / "trials.jsonl"),

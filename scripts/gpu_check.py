@@ -10,8 +10,8 @@
    fits: the base frozen in bf16, AdamW on the adapters alone; tokens/s, MFU and peak memory.
 5. Weight transfer: device-to-host and host-to-device GB/s of a 2 GiB bf16 array (median of 3; pageable, as the
    exporter and a server's loader copy, and pinned), a publish of the model check 3 updated through
-   publish_weights into /dev/shm with its page-cache read-back, and the 27B reference's refresh estimate at
-   these rates (tbjax.plan.refresh, which assumes the copies' rates on a machine without a GPU).
+   publish_weights into /dev/shm with its page-cache read-back, and the 27B reference's publish-time estimate
+   at these rates (tbjax.plan.publish_time, which assumes the copies' rates on a machine without a GPU).
 6. JaxEngine decode tokens/s at 1, 8, 32 and 64 concurrent sequences on the tiny model.
 """
 
@@ -167,11 +167,11 @@ def grpo_update(name: str, seq: int = 4096, rows: int = 2, lora_rank: int = 0) -
 
 def weight_transfer(policy: Qwen | None, name: str) -> None:
     """Copies between the GPU and host memory each way, then `policy` (SHAPES[name]) published as the trainer
-    publishes it each step, and what those rates make of the 27B reference's refresh."""
+    publishes it each step, and what those rates make of the 27B reference's publish."""
     from flax import nnx
 
     from tbjax.config import load_config
-    from tbjax.plan.refresh import plan_refresh, rates_from, refresh_lines
+    from tbjax.plan.publish_time import plan_publish, publish_lines, rates_from
     from tbjax.plan.transfer_rates import SHM, TIMED_PUBLISHES, measure_transfers, probe_directory, probe_publish
 
     transfers = measure_transfers(2 << 30)
@@ -191,7 +191,7 @@ def weight_transfer(policy: Qwen | None, name: str) -> None:
     print(f"publish_weights {name} ({probe.nbytes / 1e9:.1f} GB {probe.dtype}) into {probe.directory}: "
           f"{probe.publish_s:.2f} s, {probe.publish_rate / 1e9:.2f} GB/s (the fastest of {TIMED_PUBLISHES} after "
           f"one that compiled); page-cache read {probe.read_s:.2f} s, {probe.read_rate / 1e9:.2f} GB/s")
-    for line in refresh_lines(plan_refresh(load_config("qwen3-27b-3x8-h100"), lambda _: rates_from(probe, transfers))):
+    for line in publish_lines(plan_publish(load_config("qwen3-27b-3x8-h100"), lambda _: rates_from(probe, transfers))):
         print(line)
 
 

@@ -46,8 +46,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--full-optimization", action="store_true", help="compile with XLA's full execution-time "
                         "optimisation, as the trainer does (minutes for a 27B TPU program; memory within ~1%%)")
     parser.add_argument("--json", type=Path, help="also write the plan (bytes per device, compiler figures) here")
-    parser.add_argument("--refresh-probe", action="store_true", help="measure this machine's publish and read "
-                        "rates for the weight-refresh estimate (a real publish of a ~200 MB model, about 2 s)")
+    parser.add_argument("--publish-probe", action="store_true", help="measure this machine's write and read "
+                        "rates for the publish-time estimate (a real publish of a ~200 MB model, about 2 s)")
     parser.add_argument("--tpu-venv", type=Path, help=f"venv with jax[tpu] (default {DEFAULT_TPU_VENV})")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. train.row_len=65536")
     return parser.parse_intermixed_args(argv)  # flags may sit among the overrides

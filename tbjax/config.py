@@ -80,9 +80,9 @@ class Config(Section):
             raise ValueError(f"rollout.max_len={self.rollout.max_len} is shorter than episode.token_budget={budget}: "
                              f"the {self.rollout.engine} engine must hold a whole episode; set rollout.max_len >= "
                              f"{budget} or lower the budget")
-        if self.train.refit_probe and not self.rollout.traits.scores:
-            raise ValueError(f"train.refit_probe: the {self.rollout.engine} engine cannot score the probe, so "
-                             "nothing would verify what it serves; set train.refit_probe=false")
+        if self.train.weight_probe and not self.rollout.traits.scores:
+            raise ValueError(f"train.weight_probe: the {self.rollout.engine} engine cannot score the probe, so "
+                             "nothing would verify what it serves; set train.weight_probe=false")
         return self
 
     @model_validator(mode="after")
@@ -107,7 +107,7 @@ class Config(Section):
                 train.mismatch_alarm_metric == "logprob_gap":
             raise ValueError("train.mismatch_alarm_metric=logprob_gap is the update's gap over every trained token, "
                              "and with rollout.max_staleness > 0 some were sampled under older weights (their gap is "
-                             "the policy's change, not a refit failure): alarm on mismatch_kl or logprob_gap_max, "
+                             "the policy's change, not a failed publish): alarm on mismatch_kl or logprob_gap_max, "
                              "which leave those tokens out")
         if self.lora.enabled and self.rollout.publish_delta != "off":
             raise ValueError(f"rollout.publish_delta={self.rollout.publish_delta}: with LoRA each step publishes the "
@@ -162,7 +162,7 @@ class Config(Section):
                    for name in suite_sections()}
         suite = {"suite"} if self.tasks.suite == DEFAULT_SUITE else set()
         # the synchronous loop, as before batches could be produced ahead (and servers flushing their caches at
-        # every refresh, as they always did)
+        # every publish, as they always did)
         synchronous = {"max_staleness", "async_mode"} if not self.rollout.max_staleness else set()
         synchronous |= {"swap_prefix_cache"} if self.rollout.swap_prefix_cache == "flush" else set()
         # where exact asynchronous runs drain (at checkpoints) is what they compute
@@ -234,9 +234,11 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
                           "quote it, e.g. 'key=[a, b]'") from None
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), *, saved_by_run: bool = False) -> Config:
     """YAML file (default configs/tiny-cpu.yaml) + overrides -> a validated Config. `path` may also name
-    a shipped config ("smoke", "qwen3-8b-1x8"), which works from an installed wheel too."""
+    a shipped config ("smoke", "qwen3-8b-1x8"), which works from an installed wheel too. `saved_by_run`: the file
+    is a run's own <run>/config.yaml, which holds every key as that version named it, so keys renamed since
+    (RENAMED_KEYS) are read under their new names; anywhere else an old key is an error naming the new one."""
     file = config_file(path)
     try:
         tree = yaml.safe_load(file.read_text()) or {}
@@ -244,6 +246,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         raise ConfigError(f"{file} is not valid YAML ({' '.join(str(error).split())}); fix the file") from None
     if not isinstance(tree, dict):
         raise ConfigError(f"{file} must hold a mapping of sections (model:, mesh:, run:)")
+    if saved_by_run:
+        _rename_old_keys(tree)
     for assignment in overrides:
         apply_override(tree, assignment)
     try:
@@ -266,13 +270,33 @@ def config_file(path: str | Path | None) -> Path:
 
 
 _UNKNOWN_KEY = ("extra_forbidden", "unexpected_keyword_argument")
+# keys renamed or moved to another section, old -> new: a config (or a run's saved config.yaml) that still sets one
+# fails naming the new key, which takes the same value
+RENAMED_KEYS = {
+    "groups.format_penalty": "grpo.format_penalty",  # with the rest of the score rule
+    "train.refit_probe": "train.weight_probe",
+    "train.refit_probe_tolerance": "train.weight_probe_tolerance",
+}
+
+
+def _rename_old_keys(tree: dict[str, Any]) -> None:
+    """Moves each renamed key a saved run's config holds to its new name (RENAMED_KEYS)."""
+    for old, new in RENAMED_KEYS.items():
+        (old_section, old_key), (new_section, new_key) = old.split("."), new.split(".")
+        section = tree.get(old_section)
+        if isinstance(section, dict) and old_key in section:
+            tree.setdefault(new_section, {}).setdefault(new_key, section.pop(old_key))
 
 
 def _did_you_mean(error: Any) -> str:
-    """' (did you mean train.steps?)' for an unknown key close to a known one of its section, else ''."""
+    """' (did you mean train.steps?)' for an unknown key close to a known one of its section, or for a renamed
+    key (RENAMED_KEYS) its new name; else ''."""
     if error["type"] not in _UNKNOWN_KEY:
         return ""
     *parents, leaf = map(str, error["loc"])
+    old = ".".join([*parents, leaf])
+    if old in RENAMED_KEYS:
+        return f" (did you mean {RENAMED_KEYS[old]}? {old} is its old name)"
     section: Any = Config
     for name in parents:
         section = _field_types(section).get(name)

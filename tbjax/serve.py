@@ -145,7 +145,7 @@ def _run_config(parser: argparse.ArgumentParser, path: Path | None) -> Config | 
     if path is None:
         return None
     try:
-        return load_config(path)
+        return load_config(path, saved_by_run=True)
     except ConfigError as error:
         parser.error(f"--run-config: {error}")
 

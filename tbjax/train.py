@@ -1,4 +1,4 @@
-"""`python -m tbjax.train [--config FILE] [--mesh AxB] [--dry-run [--refresh-probe]] [--verbose] [key=value ...]`
+"""`python -m tbjax.train [--config FILE] [--mesh AxB] [--dry-run [--publish-probe]] [--verbose] [key=value ...]`
 
 With no flags: the embedded default (configs/tiny-cpu.yaml). It resolves the config, checks what needs no
 model (tasks, endpoints, files), joins the multi-host job, builds the mesh, loads the policy sharded, and runs
@@ -33,15 +33,15 @@ def parse_args(argv: list[str]) -> tuple[Config, argparse.Namespace]:
     parser.add_argument("--config", help="a YAML file, or a shipped config by name: tiny-cpu (the default), smoke, "
                         "qwen3-8b-1x8, qwen3-27b-3x8-h100, qwen3-27b-tpu-v5p")
     parser.add_argument("--mesh", help="device mesh, e.g. 3x8 = hosts x local devices (data x fsdp)")
-    parser.add_argument("--dry-run", action="store_true", help="print the resolved config, memory plan and weight "
-                        "refresh estimate, then exit")
-    parser.add_argument("--refresh-probe", action="store_true", help="with --dry-run: measure this machine's publish "
-                        "and read rates for the refresh estimate (a real publish of a ~200 MB model, about 2 s)")
+    parser.add_argument("--dry-run", action="store_true", help="print the resolved config, memory plan and "
+                        "publish-time estimate, then exit")
+    parser.add_argument("--publish-probe", action="store_true", help="with --dry-run: measure this machine's write "
+                        "and read rates for the publish-time estimate (a real publish of a ~200 MB model, about 2 s)")
     add_verbose_flag(parser)
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. model.remat=none")
     args = parser.parse_intermixed_args(argv)  # flags may sit among the overrides
-    if args.refresh_probe and not args.dry_run:
-        parser.error("--refresh-probe measures for the plan --dry-run prints: add --dry-run")
+    if args.publish_probe and not args.dry_run:
+        parser.error("--publish-probe measures for the plan --dry-run prints: add --dry-run")
     overrides = list(args.overrides) + ([f"mesh.shape={args.mesh!r}"] if args.mesh else [])
     return load_config(args.config, overrides), args
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     from tbjax.pipeline.launch import MACHINE_ERRORS, USAGE_ERRORS, launch  # JAX starts here
 
     try:
-        return launch(config, args.dry_run, console, refresh_probe=args.refresh_probe, verbose=args.verbose)
+        return launch(config, args.dry_run, console, publish_probe=args.publish_probe, verbose=args.verbose)
     except USAGE_ERRORS as error:
         console.print(f"[red]error:[/red] {escape(str(error))}")
         return 2

@@ -2,6 +2,9 @@
 are not sharded still run on device 0 only.
 
 The suite's layout (tests/test_suite_layout.py checks it):
+- The folders mirror the code (kept by review, not checked): a room's tests live in the same room under tests/
+  (rollout/engines/ in tests/rollout/engines/, tbjax/sections/ in tests/tbjax/sections/); a behaviour that spans
+  rooms is tested in their common parent (tests/rollout/test_episode_e2e.py), a hostile input in tests/faults/.
 - `test_*.py` modules hold tests, named after the module they test (tests/rollout/test_compare.py tests
   rollout/compare.py) or, for a behaviour that spans modules, after that behaviour (test_episode_e2e.py).
   No module imports a test module.

@@ -59,7 +59,7 @@ class Generation:
 class TokenScores:
     """Teacher-forced log-probs of a given token sequence from one replica (`source`: a server's URL, or
     "embedded"): `logprobs[i]` = log softmax at temperature 1 of token i + 1 given tokens 0..i, under the
-    weights the replica served (`weight_version`). What refit checks compare with the trainer's."""
+    weights the replica served (`weight_version`). What the weight probe compares with the trainer's."""
 
     logprobs: tuple[float, ...]
     weight_version: str

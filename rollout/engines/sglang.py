@@ -4,8 +4,8 @@ Failures are the infrastructure's, never the agent's: a request that cannot be s
 attempts raises `EngineError`, which the episode loop records as a system error and the group scheduler
 re-runs. Retried (with exponential backoff, jittered so that many episodes do not hit a restarted server in
 lock step): connection errors, timeouts, 5xx and 429 answers (the server is benched and the request moves to
-another one), and `finish_reason.type == "abort"` (what SGLang answers for requests in flight when a weight
-refresh pauses it; the retry waits behind the pause). Not retried: other 4xx answers and malformed
+another one), and `finish_reason.type == "abort"` (what SGLang answers for requests in flight when a
+publish pauses it; the retry waits behind the pause). Not retried: other 4xx answers and malformed
 responses, which a retry cannot fix. A response is malformed (`ProtocolError`, a system error of kind
 `engine_protocol`) when it is not SGLang's format or not believable: ids outside the vocabulary, log-probs
 above 0 or not finite, no tokens or more than `max_new_tokens`.
@@ -20,10 +20,10 @@ Sessions: every request of an episode names it in a header SGLang ignores (sglan
 pool keeps the episode on one server, where its prefix is cached. tbjax.serve in deterministic mode holds one
 cache row per session and says so in its answers; `end_session` then frees the row there.
 
-Weight refresh falls back to restarting the servers where `/update_weights_from_disk` does not exist
+Publishing falls back to restarting the servers where `/update_weights_from_disk` does not exist
 (sglang-jax answers 404): given a `restart_servers` callable (`rollout.launch_sglang.Supervisor.restart_on`,
 which stops every server and starts it again on the new HF directory, blocking until all are healthy), the
-engine calls it instead, and keeps doing so for later refreshes. It costs a server start per refresh
+engine calls it instead, and keeps doing so for later publishes. It costs a server start per publish
 (seconds for a tiny model on CPU, minutes for a 27B) and the prefix caches. Without one, the 404 is an
 `EngineError` that says so.
 """
@@ -75,7 +75,7 @@ class SGLangEngine:
         self.pool = ServerPool(config.urls, config.weight_version, config.cooldown_s)
         self.missing_logprobs = 0  # stop tokens whose logprob no server sent (NaN in the Generation)
         self._restart_servers = restart_servers
-        self.refresh_by_restart = False  # set once a server turned out to lack /update_weights_from_disk
+        self.publish_by_restart = False  # set once a server turned out to lack /update_weights_from_disk
         self.adapter: ServedAdapter | None = None  # the LoRA adapter requests run under (None: the base)
         # sessions whose cache row a server holds until told they ended (tbjax.serve in deterministic mode)
         self._held_sessions: dict[str, Server] = {}
@@ -191,8 +191,8 @@ class SGLangEngine:
 
     async def score(self, input_ids: Sequence[int]) -> list[TokenScores]:
         """Teacher-forced log-probs of `input_ids[1:]` from every server (each loaded its weights on its own),
-        through /generate with `logprob_start_len` 0. Not retried: a refit check runs it right after a
-        weight refresh, and a server that cannot answer then is itself the finding."""
+        through /generate with `logprob_start_len` 0. Not retried: the weight probe runs it right after a
+        publish, and a server that cannot answer then is itself the finding."""
         if len(input_ids) < 2:
             raise ValueError("scoring needs at least two tokens (the first has no log-prob)")
         return list(await asyncio.gather(*(self._score_on(s, input_ids) for s in self.pool.servers)))
@@ -215,19 +215,19 @@ class SGLangEngine:
 
     async def update_weights(self, hf_dir: str, version: str) -> None:
         """Pause every server, load `hf_dir` on every server, continue every server. Every server pauses
-        before any loads, so no two servers sample with different weights after the refresh; generation is
+        before any loads, so no two servers sample with different weights after the publish; generation is
         continued even when a load fails, and the failure is raised. Servers without the endpoint are
         restarted on `hf_dir` instead (module docstring)."""
-        if not self.refresh_by_restart:
+        if not self.publish_by_restart:
             missing = await self._load_in_place(hf_dir, version)
             if missing is None:
                 return
             if self._restart_servers is None:
                 raise EngineError(f"{missing}: these servers cannot load weights in place (sglang-jax has no "
                                   "/update_weights_from_disk); give SGLangEngine restart_servers="
-                                  "Supervisor.restart_on to refresh by restarting them") from missing
-            log.warning("%s; refreshing weights by restarting the servers from now on", missing)
-            self.refresh_by_restart = True
+                                  "Supervisor.restart_on to publish by restarting them") from missing
+            log.warning("%s; publishing weights by restarting the servers from now on", missing)
+            self.publish_by_restart = True
         await self._restart_on(hf_dir, version)
 
     async def update_adapter(self, adapter_dir: str, version: str) -> None:
@@ -345,7 +345,7 @@ class SGLangEngine:
                               f"{message!r}")
 
     async def health(self) -> bool:
-        """True when every server answers GET /health with 200; refreshes the servers' health marks."""
+        """True when every server answers GET /health with 200; updates the servers' health marks."""
         results = await asyncio.gather(*(self._healthy(s) for s in self.pool.servers))
         return all(results)
 

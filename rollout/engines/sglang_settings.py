@@ -1,6 +1,6 @@
 """The SGLang client's settings and the names it shares with servers and callers: the memory regions SGLang
 releases and resumes, the callable that restarts servers where weights cannot be loaded in place, the client's
-timeouts, retries and refresh behaviour (`SGLangConfig`), and the LoRA adapter requests name (`ServedAdapter`)."""
+timeouts, retries and publish behaviour (`SGLangConfig`), and the LoRA adapter requests name (`ServedAdapter`)."""
 
 from __future__ import annotations
 
@@ -36,15 +36,15 @@ class SGLangConfig:
     backoff_s: float = 0.5
     max_backoff_s: float = 10.0
     cooldown_s: float = 15.0  # how long a failing server is left out of rotation
-    weight_version: str = "default"  # what servers report before the first refresh (SGLang's default)
+    weight_version: str = "default"  # what servers report before the first publish (SGLang's default)
     max_connections: int = 1024
     # the policy's vocabulary: an output id at or past it is a protocol error (None: ids are checked >= 0 only)
     vocab_size: int | None = None
-    # how a refresh pauses the servers: "abort" (SGLang's default: running requests end, and this client retries
-    # them after the refresh) or "retract" (running requests wait with their partial turns and continue on the
-    # new weights: what asynchronous GRPO needs, whose episodes run through every refresh)
+    # how a publish pauses the servers: "abort" (SGLang's default: running requests end, and this client retries
+    # them after the publish) or "retract" (running requests wait with their partial turns and continue on the
+    # new weights: what asynchronous GRPO needs, whose episodes run through every publish)
     pause_mode: Literal["abort", "retract"] = "abort"
-    flush_cache: bool = True  # a refresh drops the prefix cache the old weights computed (False: kept)
+    flush_cache: bool = True  # a publish drops the prefix cache the old weights computed (False: kept)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:

@@ -28,7 +28,7 @@ from rollout.engines.protocol import EngineError, FinishReason, Generation, Samp
 
 FINISH_REASONS: frozenset[str] = frozenset({"stop", "length", "abort"})
 # Scoring samples one greedy token (ignored): SGLang samples greedy at temperature 1, so the prompt's log-probs
-# are untempered, as the trainer's side of a refit check computes them.
+# are untempered, as the trainer's side of the weight probe computes them.
 SCORING = SamplingParams(max_new_tokens=1, temperature=0.0)
 # how far above 0 a float32 log-softmax may round (x - logsumexp(x) of the largest logit); beyond it a log-prob
 # is not one, and believing it would skew the importance ratio

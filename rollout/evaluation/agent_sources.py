@@ -32,7 +32,7 @@ from rollout.launch_sglang import LaunchConfig, Supervisor, start_supervised
 EMBEDDED_MAX_LEN = 4096  # tbjax.serve's --max-len when --server-args leaves it out
 AGENT_TIMEOUT_S = 300.0  # one turn of an API model, which may reason for minutes before it answers
 
-Runner = Callable[[argparse.Namespace, EpisodeConfig, SessionOpener], AbstractAsyncContextManager[TrialRunner]]
+Runner = Callable[[argparse.Namespace, EpisodeConfig, SessionOpener | None], AbstractAsyncContextManager[TrialRunner]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +99,7 @@ def served_vocab_size(model_dir: str, tokenizer_size: int) -> int:
 
 @contextlib.asynccontextmanager
 async def _on_servers(args: argparse.Namespace, urls: Sequence[str], tokenizer: str, config: EpisodeConfig,
-                      opener: SessionOpener) -> AsyncIterator[TrialRunner]:
+                      opener: SessionOpener | None) -> AsyncIterator[TrialRunner]:
     """Token-level trials on the servers at `urls` (any that speak SGLang's API), the policy's tokenizer in
     `tokenizer`."""
     engine = None
@@ -115,7 +115,7 @@ async def _on_servers(args: argparse.Namespace, urls: Sequence[str], tokenizer: 
 
 @contextlib.asynccontextmanager
 async def _embedded(args: argparse.Namespace, config: EpisodeConfig,
-                    opener: SessionOpener) -> AsyncIterator[TrialRunner]:
+                    opener: SessionOpener | None) -> AsyncIterator[TrialRunner]:
     if not args.model:
         raise SystemExit("--engine embedded needs --model DIR (an HF model directory with its tokenizer)")
     if not (Path(args.model) / "config.json").is_file():
@@ -132,7 +132,7 @@ async def _embedded(args: argparse.Namespace, config: EpisodeConfig,
 
 @contextlib.asynccontextmanager
 async def _sglang(args: argparse.Namespace, config: EpisodeConfig,
-                  opener: SessionOpener) -> AsyncIterator[TrialRunner]:
+                  opener: SessionOpener | None) -> AsyncIterator[TrialRunner]:
     if not (args.url and args.tokenizer):
         raise SystemExit("--engine sglang needs --url (one per server) and --tokenizer DIR (the policy's)")
     async with _on_servers(args, args.url, args.tokenizer, config, opener) as runner:
@@ -141,7 +141,7 @@ async def _sglang(args: argparse.Namespace, config: EpisodeConfig,
 
 @contextlib.asynccontextmanager
 async def _openai(args: argparse.Namespace, config: EpisodeConfig,
-                  opener: SessionOpener) -> AsyncIterator[TrialRunner]:
+                  opener: SessionOpener | None) -> AsyncIterator[TrialRunner]:
     if args.seed is not None:
         raise SystemExit("--seed seeds token-level sampling; an API model (--engine openai) takes no seed here: "
                          "drop --seed")

@@ -15,7 +15,7 @@ at most 2x when R = U: the ceiling printed beside the measured ratio, from the s
 On a cluster the engines and the trainer have devices of their own; here they share the CPU cores, so the
 update slows by the episodes' own CPU work while it overlaps them (each setting's phases are printed), and
 that keeps the ratio below its ceiling. Also printed: the fractions of each step the trainer waited for its
-batch and no batch was being produced. `--async-mode` (rollout.async_mode) picks when refreshes reach the
+batch and no batch was being produced. `--async-mode` (rollout.async_mode) picks when publishes reach the
 batches produced ahead: exact (the default; nothing drains here, as no checkpoint or validation falls inside
 the timed steps) or eager.
 
@@ -129,7 +129,7 @@ def main() -> None:
         print(f"max_staleness={k}: {3600 / step:7.0f} steps/hour, {sync_step / step:.2f}x the synchronous loop's; "
               f"trainer idle {mean(records, 'trainer_idle_fraction'):.2f}, engines idle "
               f"{mean(records, 'engine_idle_fraction'):.2f} of a step; a step's phases: {phases}; episodes by "
-              f"staleness {staleness}; prompt tokens prefilled again after a refresh, a step: "
+              f"staleness {staleness}; prompt tokens prefilled again after a publish, a step: "
               f"{mean(records, 'tokens_reprefilled'):.0f}")
 
 

@@ -76,7 +76,7 @@ DEMO_ARCHITECTURES: dict[str, dict[str, Any]] = {
                         "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
                         "max_position_embeddings": 8192, "tie_word_embeddings": True, "rope_theta": 100_000.0},
 }
-# Tiny Qwen3 that sglang-jax serves: its attention kernels need head_dim 128 (tests/rollout/test_sglang_jax.py).
+# Tiny Qwen3 that sglang-jax serves: its attention kernels need head_dim 128 (tests/rollout/engines/test_sglang_jax.py).
 SERVING_ARCHITECTURES: dict[str, dict[str, Any]] = {
     "qwen3-hd128": {**_COMMON, "model_type": "qwen3", "head_dim": 128, "tie_word_embeddings": False,
                     "rope_theta": 1_000_000.0},

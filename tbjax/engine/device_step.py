@@ -4,7 +4,7 @@ and samples `steps` tokens in one call, so the host's per-call cost (dispatch, r
 worker's bookkeeping: most of a tiny model's step) is paid once per `steps` tokens. Row r's randomness at
 its n-th sampled token is fold_in(key(seeds[r]), n) in both, so how tokens are grouped into calls never
 changes what is sampled. Shapes come from a few power-of-two buckets, so compiles stay few. `score` gives a
-given sequence's teacher-forced log-probs (refit checks, tbjax.trainer.refit_check)."""
+given sequence's teacher-forced log-probs (the weight probe, tbjax.trainer.weight_probe)."""
 
 from __future__ import annotations
 

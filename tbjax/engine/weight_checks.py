@@ -44,7 +44,7 @@ def unreadable(hf_dir: str | Path, error: BaseException) -> WeightsError:
 
 def refuse_other_architecture(hf_dir: str | Path, parsed: ModelConfig, served: ModelConfig) -> None:
     """Raises WeightsError when `parsed` (hf_dir's config.json, read with the served runtime) describes another
-    model than `served`: weights can be refreshed, architectures cannot."""
+    model than `served`: new weights can be published, not a new architecture."""
     differing = [f.name for f in dataclasses.fields(ModelConfig)
                  if f.compare and getattr(parsed, f.name) != getattr(served, f.name)]
     if differing:
@@ -71,7 +71,7 @@ def refuse_other_sizes(hf_dir: Path, served: ModelConfig) -> None:
 
 def _other_architecture(hf_dir: str | Path, differing: list[str]) -> WeightsError:
     return WeightsError(f"{hf_dir} holds a different architecture than the served model ({', '.join(differing)} "
-                        "differ); weights can be refreshed, architectures cannot")
+                        "differ); new weights can be published, not a new architecture")
 
 
 @jax.jit

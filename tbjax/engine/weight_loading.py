@@ -1,4 +1,4 @@
-"""New weights written into the parameters the engine serves, in place: a refresh builds no second model
+"""New weights written into the parameters the engine serves, in place: a publish builds no second model
 (`from_pretrained` held about five copies of every tensor on the way).
 
 Pre-flight (`open_checked`), before any parameter changes: config.json's sizes and parsed architecture are the

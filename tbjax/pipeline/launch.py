@@ -33,10 +33,10 @@ USAGE_ERRORS = (ConfigError, MeshError, ShardingError, UnsupportedModelError, Ch
 MACHINE_ERRORS = (CheckpointWriteError, InexactCampaignError)
 
 
-def launch(config: Config, dry_run: bool, console: Console, refresh_probe: bool = False,
+def launch(config: Config, dry_run: bool, console: Console, publish_probe: bool = False,
            verbose: bool = False) -> int:
-    """Runs the command; returns its exit code (0: done). `refresh_probe`: the dry run measures this machine's
-    publish and read rates for the weight-refresh estimate. A run's log records go to its directory's log.txt
+    """Runs the command; returns its exit code (0: done). `publish_probe`: the dry run measures this machine's
+    write and read rates for the publish-time estimate. A run's log records go to its directory's log.txt
     (log.<i>.txt for process i > 0 of a multi-host job); `verbose`: to the terminal too."""
     configure_xla_memory(config.rollout.placement)  # before JAX starts its backend
     distributed = DistributedConfig(config.mesh.coordinator_address, config.mesh.num_processes,
@@ -46,7 +46,7 @@ def launch(config: Config, dry_run: bool, console: Console, refresh_probe: bool 
         route_logs(config.run.directory / (LOG_FILE if not process else f"log.{process}.txt"), verbose=verbose)
     how = initialize_distributed(distributed)
     if dry_run:
-        print_plan(config, planned_model_config(config), console, refresh_probe)
+        print_plan(config, planned_model_config(config), console, publish_probe)
         return 0
     if has_stages(config):
         console.rule(f"tbjax.train: the {config.run.name} pipeline in {config.run.directory}")

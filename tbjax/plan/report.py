@@ -34,7 +34,7 @@ from tbjax.plan.aot import (
     planned_update,
 )
 from tbjax.plan.memory import MemoryPlan, UpdateShape
-from tbjax.plan.refresh import RefreshEstimate, measured_rates, plan_refresh, refresh_lines
+from tbjax.plan.publish_time import PublishEstimate, measured_rates, plan_publish, publish_lines
 from tbjax.plan.targets import Target, TargetError, tpu_devices
 
 console = Console(highlight=False, soft_wrap=True)
@@ -77,21 +77,21 @@ def plan_and_report(args: argparse.Namespace, target: Target) -> int:
     decode = None
     if config.rollout.traits.in_process or args.decode:
         decode = print_decode(config, cfg, mesh, rules, target, budget)
-    refresh = plan_refresh(config, measured_rates if args.refresh_probe else None)
-    for line in refresh_lines(refresh):
+    publish = plan_publish(config, measured_rates if args.publish_probe else None)
+    for line in publish_lines(publish):
         console.print(line, markup=False)
     if args.json:
-        write_record(args.json, target, spec, estimate, compiled, decode, verdict, refresh)
+        write_record(args.json, target, spec, estimate, compiled, decode, verdict, publish)
     if verdict.fits is False:
         console.print(f"[red]does not fit[/red]: {explain(estimate, cfg, shape, verdict)}")
         return 1
     return 0
 
 
-def print_plan(config: Config, model_config: ModelConfig, out: Console = console, refresh_probe: bool = False) -> None:
+def print_plan(config: Config, model_config: ModelConfig, out: Console = console, publish_probe: bool = False) -> None:
     """What `python -m tbjax.train --dry-run` prints: the resolved config, the update's memory per device by
     tbjax.plan.memory's estimate of the largest step (`python -m tbjax.compile` compiles it for a machine), and
-    the weight refresh's time (tbjax.plan.refresh; this machine's rates measured when `refresh_probe`)."""
+    the weight publish's time (tbjax.plan.publish_time; this machine's rates measured when `publish_probe`)."""
     spec = parse_mesh_spec(config.mesh.shape, config.mesh.layout)
     rules = ShardingRules()
     check_mesh_divides(model_config, spec, rules)
@@ -108,7 +108,7 @@ def print_plan(config: Config, model_config: ModelConfig, out: Console = console
               f"{decimal(plan.activations + plan.batch)} = {decimal(plan.backward_peak)}; AdamW apply: "
               f"{base}{trained} + optimizer state {decimal(held)} + gradient accumulator = "
               f"{decimal(plan.apply_peak)}; peak {decimal(plan.total)}", soft_wrap=True)
-    for line in refresh_lines(plan_refresh(config, measured_rates if refresh_probe else None)):
+    for line in publish_lines(plan_publish(config, measured_rates if publish_probe else None)):
         out.print(line, markup=False, soft_wrap=True)
 
 
@@ -227,9 +227,9 @@ def print_decode(config: Config, cfg: ModelConfig, mesh, rules: ShardingRules, t
 
 
 def write_record(path: Path, target: Target, spec: MeshSpec, estimate: MemoryPlan, update: CompiledUpdate | None,
-                 decode: CompiledStep | None, verdict: Verdict, refresh: RefreshEstimate | None = None) -> None:
+                 decode: CompiledStep | None, verdict: Verdict, publish: PublishEstimate | None = None) -> None:
     """The plan as JSON, for CI and tests: bytes per device, the compiler's own figures beside the estimate, and
-    the weight refresh's estimate (None: the embedded engine publishes nothing)."""
+    the weight publish's estimate (None: the embedded engine publishes nothing)."""
     record = {
         "target": target.text, "mesh": dict(spec.sizes), "fits": verdict.fits, "peak": verdict.peak,
         "budget": verdict.budget,
@@ -240,7 +240,7 @@ def write_record(path: Path, target: Target, spec: MeshSpec, estimate: MemoryPla
         } if update else None,
         "decode": dataclasses.asdict(decode) | {"peak": decode.peak} if decode else None,
         "host_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "refresh": refresh.record() if refresh else None,
+        "publish": publish.record() if publish else None,
     }
     path.write_text(json.dumps(record, indent=1))
 

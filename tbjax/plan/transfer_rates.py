@@ -1,4 +1,4 @@
-"""What this machine measures for the weight-refresh estimate (tbjax.plan.refresh): the rate of a real
+"""What this machine measures for the publish-time estimate (tbjax.plan.publish_time): the rate of a real
 publish (`publish_weights` of a small Qwen3 built in code, into a temporary directory that is removed
 afterwards), the rate of reading its files back from the page cache (what a server's loader does first),
 and, on an accelerator, device-to-host and host-to-device copies through JAX. Also used by
@@ -97,7 +97,7 @@ def probe_publish(model: Qwen, directory: Path) -> PublishProbe:
     slower ones met load from other processes), then reads the last version's safetensors files back and removes
     the directory. Every process of a job calls it (the publish's barrier); each writes its own copy, as host
     replicas do."""
-    root = Path(tempfile.mkdtemp(prefix=".tbjax-refresh-probe-", dir=directory))
+    root = Path(tempfile.mkdtemp(prefix=".tbjax-publish-probe-", dir=directory))
     try:
         published = publish_weights(model, root, 0, replicas=True, keep=1)
         seconds = []

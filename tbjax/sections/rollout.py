@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import ConfigDict, NonNegativeInt, PositiveInt, model_validator
 from pydantic.dataclasses import dataclass
@@ -26,7 +26,7 @@ class EngineTraits:
 
     in_process: bool  # holds whole episodes in its own sequences and takes the trainer's parameters in memory
     servers: bool  # serves from rollout.sglang_urls: weights are published as files, the GPUs can be shared
-    scores: bool = True  # scores the refit probe (train.refit_probe)
+    scores: bool = True  # scores the weight probe (train.weight_probe)
 
 
 ENGINES: dict[EngineName, EngineTraits] = {
@@ -59,13 +59,13 @@ class RolloutSection(Section):
     # trained on more than this many weight versions after it was sampled. 0: the synchronous loop
     max_staleness: NonNegativeInt = 0
     # with max_staleness > 0, which weights sample a batch. "exact": each batch wholly under the weights of
-    # max_staleness steps before (of the latest checkpoint or validation step, where that is newer): refreshes
-    # land between batches and the pipeline drains at those steps, so a run, and a resumed run, repeat bit for
-    # bit. "eager": every refresh reaches the engines at once, running episodes continue on it at their next
-    # turn (fresher, no drains; which turn saw which version depends on timing), and a resumed run samples the
-    # batches in flight at its checkpoint again, under the restored weights
+    # max_staleness steps before (of the latest checkpoint or validation step, where that is newer): publishes
+    # reach the engines between batches and the pipeline drains at those steps, so a run, and a resumed run,
+    # repeat bit for bit. "eager": every publish reaches the engines at once, running episodes continue on it at
+    # their next turn (fresher, no drains; which turn saw which version depends on timing), and a resumed run
+    # samples the batches in flight at its checkpoint again, under the restored weights
     async_mode: Literal["exact", "eager"] = "exact"
-    # sglang engine: what a refresh does with the servers' prefix cache, which the old weights computed: "flush"
+    # sglang engine: what a publish does with the servers' prefix cache, which the old weights computed: "flush"
     # it (every later turn is prefilled anew under the new weights) or "keep" it (cheaper: later turns of a
     # running episode attend to keys and values the old weights computed)
     swap_prefix_cache: Literal["flush", "keep"] = "flush"
@@ -122,7 +122,7 @@ class RolloutSection(Section):
     @model_validator(mode="after")
     def _async_mode_needs_overlap(self) -> RolloutSection:
         if self.async_mode != "exact" and not self.max_staleness:
-            raise ValueError(f"rollout.async_mode={self.async_mode} says when refreshes reach batches produced "
+            raise ValueError(f"rollout.async_mode={self.async_mode} says when publishes reach batches produced "
                              "ahead, and rollout.max_staleness=0 produces none: set rollout.max_staleness >= 1, "
                              "or drop rollout.async_mode")
         if self.max_staleness and self.async_mode == "exact" and self.traits.servers \
@@ -181,12 +181,3 @@ class EpisodeSection(EpisodeConfig):
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class GroupsSection(GroupConfig):
     """`groups`: how rollout.groups fills a step's batch (groups, their size, concurrency, refills)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _format_penalty_moved(cls, data: Any) -> Any:
-        """The format penalty is part of the score rule, which the objective (`grpo`) owns."""
-        if isinstance(data, dict) and "format_penalty" in data:
-            raise ValueError("groups.format_penalty moved to the objective's section with the rest of the score "
-                             "rule (did you mean grpo.format_penalty?)")
-        return data

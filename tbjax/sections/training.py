@@ -134,8 +134,8 @@ class WarmStartSection(Section):
 
 
 # train.* settings that watch a run without changing its trajectory (left out of the fingerprint)
-WATCH_SETTINGS = ("mismatch_stats", "mismatch_alarm", "mismatch_alarm_metric", "mismatch_action", "refit_probe",
-                  "refit_probe_tolerance", "loggers", "wandb_project", "wandb_mode")
+WATCH_SETTINGS = ("mismatch_stats", "mismatch_alarm", "mismatch_alarm_metric", "mismatch_action", "weight_probe",
+                  "weight_probe_tolerance", "loggers", "wandb_project", "wandb_mode")
 Logger = Literal["jsonl", "tensorboard", "wandb"]
 # train.* settings of how often a run is saved and how many saves it keeps (left out of the fingerprint: a resume
 # restores the state exactly whichever step it was saved at)
@@ -157,11 +157,11 @@ class TrainSection(Section):
     mismatch_alarm: float | None = None  # warn (or fail the step) when the metric exceeds this
     mismatch_alarm_metric: MismatchMetric = "mismatch_kl"
     mismatch_action: MismatchAction = "warn"
-    # after each publish every engine replica scores a fixed probe sequence, which must match the trainer's
-    # log-probs within the tolerance or the step fails (None: 1e-4 with float32 compute, 0.1 with bfloat16;
-    # tbjax.trainer.refit_check)
-    refit_probe: bool = True
-    refit_probe_tolerance: float | None = None
+    # the weight probe verifies each publish: every engine replica scores a fixed probe sequence, which must match
+    # the trainer's log-probs within the tolerance or the step fails (None: 1e-4 with float32 compute, 0.1 with
+    # bfloat16; tbjax.trainer.weight_probe)
+    weight_probe: bool = True
+    weight_probe_tolerance: float | None = None
     # AdamW's moments wait in pinned host memory while gradients accumulate and come to the device only for the
     # optimizer's apply: frees twice the float32 parameters during the backward pass for a host round trip
     # per step. Always so with rollout.placement=colocated, which keeps the trainer's state in host memory.
@@ -208,6 +208,6 @@ class TrainSection(Section):
                              "(only logprob_gap comes without it)")
         if self.mismatch_alarm is not None and self.mismatch_alarm < 0:
             raise ValueError("train.mismatch_alarm must be >= 0 (every mismatch metric is)")
-        if self.refit_probe_tolerance is not None and self.refit_probe_tolerance <= 0:
-            raise ValueError("train.refit_probe_tolerance must be > 0 (None: the compute dtype's default)")
+        if self.weight_probe_tolerance is not None and self.weight_probe_tolerance <= 0:
+            raise ValueError("train.weight_probe_tolerance must be > 0 (None: the compute dtype's default)")
         return self

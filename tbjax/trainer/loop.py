@@ -104,7 +104,7 @@ async def _train(run: Run, opener: SessionOpener | None) -> Path:
                 raise
             scored = await _scorings(run, opener)
             best = scored if VALIDATION_BEST in scored else best
-            if run.metrics is not None and metrics is not None:
+            if run.metrics is not None and metrics is not None and "log" in run.periodic.due(run.step):
                 run.metrics.write({**metrics, **scored})
     finally:
         if producer is not None:  # a failed step leaves batches produced ahead running
@@ -283,7 +283,7 @@ def _save(run: Run, producer: BatchProducer[Task] | None) -> None:
 
 async def _publish_step(run: Run, producer: BatchProducer[Task] | None, new_weights: bool) -> dict[str, float]:
     """The engines get the updated weights, if the step made any (the GPUs handed back to them first where
-    colocated), published and verified: the refit probe's metrics once colocated servers have their KV cache
+    colocated), published and verified: the weight probe's metrics once colocated servers have their KV cache
     back. In exact mode the driver's producer serves them when a batch needs them (at once where the run
     drains: its validation scores them); the metrics are then those of the versions verified during this step."""
     exact = producer is not None and run.config.rollout.async_mode == "exact"

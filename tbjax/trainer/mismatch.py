@@ -7,7 +7,7 @@ not arrive, a kernel or dtype difference), which truncated importance sampling c
 Per step, over trained tokens (loss mask on) whose behaviour log-prob is known (a NaN one, a stop token a
 server trimmed with its log-prob, is left out) and, in a batch trained beside the rollouts, that were sampled
 under the weights the update starts from (packing.STALE: a stale token differs by the policy's change, which is
-no refit failure; `logprob_gap_max_stale` and `mismatch_kl_stale` report those apart):
+no failed publish; `logprob_gap_max_stale` and `mismatch_kl_stale` report those apart):
 
 - `logprob_gap`: mean |engine - trainer|; the update's own sum (tbjax.trainer.update), no extra cost;
 - `logprob_gap_max`: max |engine - trainer|;

@@ -1,11 +1,11 @@
 """The run's periodic work, each declared once with how often it runs, and the one place that says what is due.
 
-Three kinds of work recur during GRPO besides the step's record (written every step): a checkpoint
-(train.checkpoint_every), a validation of the served policy (validation.every, from the start on) and a scoring
-of held-out tasks (evaluate.every, after the start, which the base policy's evaluation scores). Every kind is due
-at the run's last step too. All three must see the step's own weights and state, so exact asynchronous mode
-drains wherever one is due (tbjax.trainer.produced_ahead). The loop asks `Periodic.due` once per step; the work
-itself lives with its owner (tbjax.trainer.checkpoint, tbjax.trainer.validation).
+Four kinds of work recur during GRPO: a checkpoint (train.checkpoint_every), a validation of the served policy
+(validation.every, from the start on), a scoring of held-out tasks (evaluate.every, after the start, which the
+base policy's evaluation scores) and the step's record in the metrics log (every step). Every kind is due at the
+run's last step too. The first three must see the step's own weights and state, so exact asynchronous mode drains
+wherever one of them is due (`drains`, tbjax.trainer.produced_ahead). The loop asks `Periodic.due` once per step;
+the work itself lives with its owner (tbjax.trainer.checkpoint, tbjax.trainer.validation, tbjax.trainer.metrics_log).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Literal
 
 from tbjax.config import Config
 
-Work = Literal["checkpoint", "validation", "heldout"]
+Work = Literal["checkpoint", "validation", "heldout", "log"]
+DRAINING: frozenset[Work] = frozenset({"checkpoint", "validation", "heldout"})  # what must see the step's own weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Periodic:
     checkpoint: Every
     validation: Every | None = None
     heldout: Every | None = None
+    log: Every = Every(1)  # the step's record
     last_step: int = 0  # the run's last step (train.steps)
 
     @classmethod
@@ -54,6 +56,12 @@ class Periodic:
     def due(self, step: int) -> frozenset[Work]:
         """The work due at `step` (0: the start, before any update)."""
         last = step == self.last_step
-        declared: dict[Work, Every | None] = {"checkpoint": self.checkpoint if step else None,
-                                              "validation": self.validation, "heldout": self.heldout}
+        after_update = step > 0  # a checkpoint and a record follow an update
+        declared: dict[Work, Every | None] = {"checkpoint": self.checkpoint if after_update else None,
+                                              "validation": self.validation, "heldout": self.heldout,
+                                              "log": self.log if after_update else None}
         return frozenset(work for work, every in declared.items() if every is not None and every.due(step, last))
+
+    def drains(self, step: int) -> bool:
+        """Whether work that must see step `step`'s own weights and state is due there."""
+        return bool(self.due(step) & DRAINING)

@@ -23,12 +23,12 @@ def pinned_step(run: Run, first: int, index: int) -> int:
 def drains(run: Run, step: int) -> bool:
     """Whether exact mode drains at `step`: no batch is in flight when its checkpoint is written, and its
     validation scores step `step`'s weights."""
-    return bool(run.periodic.due(step))
+    return run.periodic.drains(step)
 
 
 def overlap_record(consumed: ConsumedBatch[Task], engines_busy_s: float, step_s: float) -> dict[str, Any]:
     """What a step's record adds when batches are produced ahead: the consumed episodes by staleness, the
-    groups dropped as too stale, the prompt tokens prefilled again because a refresh emptied the cache that
+    groups dropped as too stale, the prompt tokens prefilled again because a publish emptied the cache that
     held them, the groups sampled again after a resume, and the fractions of the step the trainer waited for
     its batch and no batch was being produced."""
     episodes = [t for g in consumed.batch.scored for t in g.trajectories]

@@ -28,13 +28,13 @@ from tbjax.trainer.handover import Handover
 from tbjax.trainer.metrics_log import MetricsLog
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchMeter
 from tbjax.trainer.periodic import Periodic
-from tbjax.trainer.refit_check import TOLERANCE, RefitCheck
 from tbjax.trainer.suite_setup import task_source
 from tbjax.trainer.task_stream import TaskStream, task_stream
 from tbjax.trainer.train_state import TrainState
 from tbjax.trainer.update import GRPOTrainer, make_trainer
 from tbjax.trainer.validation import Validation
 from tbjax.trainer.wandb_sink import WandbSink
+from tbjax.trainer.weight_probe import TOLERANCE, WeightProbe
 
 VALIDATED = "validated"  # <run>/validated/v<step>: each new best-validated step's weights (tbjax.trainer.validation)
 
@@ -65,7 +65,7 @@ class Run:
     handover: Handover = dataclasses.field(default_factory=Handover)  # who holds the GPUs (tbjax.trainer.handover)
     mismatch: MismatchMeter | None = None  # train.mismatch_stats (tbjax.trainer.mismatch)
     alarm: MismatchAlarm | None = None  # train.mismatch_alarm
-    refit: RefitCheck | None = None  # train.refit_probe (tbjax.trainer.refit_check)
+    weight_probe: WeightProbe | None = None  # train.weight_probe (tbjax.trainer.weight_probe)
     validation: Validation | None = None  # validation.tasks > 0 (tbjax.trainer.validation)
     heldout: Validation | None = None  # evaluate.every > 0: held-out tasks scored during training
 
@@ -152,8 +152,8 @@ def build_run(config: Config, model: Qwen, model_dir: Path, tasks: list[Task] | 
                model_dir=model_dir, step=step, draws=draws, in_flight_at_resume=in_flight,
                handover=Handover.for_placement(config.rollout.placement, backend),
                mismatch=MismatchMeter(trainer) if config.train.mismatch_stats else None,
-               alarm=_mismatch_alarm(config), refit=_refit_check(config, trainer, model), validation=validation,
-               heldout=heldout)
+               alarm=_mismatch_alarm(config), weight_probe=_weight_probe(config, trainer, model),
+               validation=validation, heldout=heldout)
 
 
 def _mismatch_alarm(config: Config) -> MismatchAlarm | None:
@@ -164,9 +164,9 @@ def _mismatch_alarm(config: Config) -> MismatchAlarm | None:
     return MismatchAlarm(train.mismatch_alarm, train.mismatch_alarm_metric, train.mismatch_action)
 
 
-def _refit_check(config: Config, trainer: GRPOTrainer, model: Qwen) -> RefitCheck | None:
-    """The check that published weights arrived (tolerance: configured, else the compute dtype's default)."""
-    if not config.train.refit_probe:
+def _weight_probe(config: Config, trainer: GRPOTrainer, model: Qwen) -> WeightProbe | None:
+    """The probe that verifies each publish (tolerance: configured, else the compute dtype's default)."""
+    if not config.train.weight_probe:
         return None
-    tolerance = config.train.refit_probe_tolerance or TOLERANCE[config.model.compute_dtype]
-    return RefitCheck(trainer, model.config.vocab_size, tolerance)
+    tolerance = config.train.weight_probe_tolerance or TOLERANCE[config.model.compute_dtype]
+    return WeightProbe(trainer, model.config.vocab_size, tolerance)

@@ -1,5 +1,5 @@
 """The trainer's teacher-forced log-probs (of given tokens under given parameters, without gradients): the
-trainer's side of the engine-vs-trainer comparisons (trainer.mismatch over a step's batch, trainer.refit_check over
+trainer's side of the engine-vs-trainer comparisons (trainer.mismatch over a step's batch, trainer.weight_probe over
 a fixed probe sequence). The update's own forward pass and vocabulary head (tbjax.trainer.update), on its
 shardings, so what is compared is what the update computes.
 """

@@ -261,7 +261,7 @@ def test_grpo_loop_skips_a_corrupt_checkpoint_and_resumes_with_other_save_settin
     tasks = signal_tasks(model_dir)
     first = config_for(tmp_path, 2)
     first = first.model_copy(update={"groups": _replace(first.groups, groups=1),  # half the rollouts, and no
-                                     "train": _replace(first.train, mismatch_stats=False, refit_probe=False)})  # watch
+                                     "train": _replace(first.train, mismatch_stats=False, weight_probe=False)})  # watch
     asyncio.run(run_steps(build_run(first, from_pretrained(model_dir), model_dir, tasks=tasks), opener=brief_session))
     checkpoints = first.run.directory / "checkpoints"
     flip_bytes(checkpoints / "2")

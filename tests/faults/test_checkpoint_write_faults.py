@@ -47,7 +47,7 @@ def test_a_save_the_disk_refuses_stops_the_run_at_once_in_one_line(tiny_dir, tmp
     config = config_for(tmp_path, 3)
     config = config.model_copy(update={"groups": dataclasses.replace(config.groups, groups=1),  # half the rollouts
                                        "train": config.train.model_copy(update={"mismatch_stats": False,
-                                                                                "refit_probe": False})})
+                                                                                "weight_probe": False})})
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
 
     async def slow_after_the_first_step(task):

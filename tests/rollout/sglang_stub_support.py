@@ -1,5 +1,5 @@
-"""A stand-in SGLang server for tests: SGLang's native HTTP API (/generate, /health, weight refresh), with a
-deterministic fake "model", so the client's wire format, retries and weight refresh are tested over real
+"""A stand-in SGLang server for tests: SGLang's native HTTP API (/generate, /health, weight loads), with a
+deterministic fake "model", so the client's wire format, retries and publishes are tested over real
 HTTP on 127.0.0.1 without a GPU.
 
 The fake model: after a prompt whose ids sum to S it samples token 100 + (S + k) % 50 at step k with

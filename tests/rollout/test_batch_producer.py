@@ -1,6 +1,6 @@
 """Batches produced ahead of the update (rollout.batch_producer) with the real group scheduler, episodes whose
 turns take random times and record the weight version served at each turn, and a consumer whose updates take
-random times and then refresh the served version: no consumed episode is staler than the bound, each batch's
+random times and then publish a new served version: no consumed episode is staler than the bound, each batch's
 histogram agrees with its episodes' versions, the draws are the synchronous loop's whatever the timing, and an
 engine that serves an old version has its groups dropped and counted. In exact mode every batch is sampled
 under the one version it is pinned to, whatever the timing, the publications served in order between batches."""
@@ -20,8 +20,8 @@ TURNS = 3
 
 
 class Served:
-    """The weight version the engines serve (what the consumer refreshes after each update); `lag` versions
-    behind it for an engine that missed refreshes."""
+    """The weight version the engines serve (what the consumer publishes after each update); `lag` versions
+    behind it for an engine that missed publishes."""
 
     def __init__(self, lag: int = 0) -> None:
         self.version = 0
@@ -142,7 +142,7 @@ def test_the_draws_are_the_synchronous_loops_whatever_the_timing() -> None:
 
 
 def test_groups_an_engine_sampled_too_long_ago_are_dropped_and_counted() -> None:
-    """An engine two refreshes behind: with a bound of 1, every informative group whose oldest turn is 2 or
+    """An engine two publishes behind: with a bound of 1, every informative group whose oldest turn is 2 or
     more versions old is dropped from the batch, counted, and still in the histogram."""
     consumed, _, _ = run(1, seed=0, lag=2)
     late = [c for step, c in enumerate(consumed) if step >= 2]

@@ -1,5 +1,5 @@
 """End to end on CPU: the tiny policy on the JaxEngine, in process and through `tbjax.serve` over HTTP with
-the SGLang client, runs G=4 episodes per task against telecom with the scripted user; weight refreshes show
+the SGLang client, runs G=4 episodes per task against telecom with the scripted user; published weights show
 in later episodes; a server killed mid-batch gets its groups refilled, never scored 0."""
 
 import asyncio
@@ -71,7 +71,7 @@ def start_servers(policy_dir, port: int, servers: int = 1) -> Supervisor:
     return supervisor
 
 
-def test_http_server_episodes_and_weight_refresh(policy_dir, model, interpreter, tmp_path):
+def test_http_server_episodes_and_a_publish(policy_dir, model, interpreter, tmp_path):
     supervisor = start_servers(policy_dir, portpicker.pick_unused_port())
     trained = from_pretrained(policy_dir)
     trained.lm_head[...] = trained.lm_head[...] * 1.25  # stands in for an updated policy
@@ -91,7 +91,7 @@ def test_http_server_episodes_and_weight_refresh(policy_dir, model, interpreter,
         check_trajectory(result.trajectory, model, interpreter)
     for result in after:
         assert set(result.trajectory.weight_versions) == {"1"}
-        check_trajectory(result.trajectory, trained, interpreter)  # log-probs of the refreshed weights
+        check_trajectory(result.trajectory, trained, interpreter)  # log-probs of the published weights
 
 
 def supervise(supervisor: Supervisor, stop: threading.Event) -> None:

@@ -44,6 +44,20 @@ def test_learning_curves_from_metrics_lines(tmp_path):
     assert "3 steps" in figure.get_suptitle()
 
 
+def test_a_run_logged_before_the_weight_probe_was_renamed_reads_under_the_new_names(tmp_path):
+    """A metrics.jsonl whose early steps carry refit_probe_* (logged before the rename, then resumed) reads as
+    weight_probe_* on every step."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in [
+        {"step": 1, "refit_probe_max_diff": 2e-6, "refit_probe_base_gap": 0.5},
+        {"step": 2, "weight_probe_max_diff": 3e-6, "weight_probe_base_gap": 0.7},
+    ]))
+    assert plots.read_steps(path) == [
+        {"step": 1, "weight_probe_max_diff": 2e-6, "weight_probe_base_gap": 0.5},
+        {"step": 2, "weight_probe_max_diff": 3e-6, "weight_probe_base_gap": 0.7},
+    ]
+
+
 @pytest.mark.parametrize("text, message", [('{"event": "started"}\n', "no training steps"),
                                            ("", "no training steps"), ('{"step": 1}\nnot json\n', ":2 is not")])
 def test_learning_curves_reject_a_file_without_steps(tmp_path, text, message):

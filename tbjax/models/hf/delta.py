@@ -6,7 +6,7 @@ Two granularities, compared bit for bit in the published dtype:
   as is: `tbjax.serve` does, and so does SGLang's stock `/update_weights_from_disk` by its code (its model
   loader iterates over the tensors the files hold and loads each into its parameter; nothing checks that all
   are there). Its rollback after a failed load re-reads the previous path, which for a delta is not a whole
-  model; the trainer's refit probe then fails the step.
+  model; the trainer's weight probe then fails the step.
 - `elements`: each changed tensor's changed elements, as their flat indices (uint32) and new values, in one
   file (`delta.safetensors`: `<name>.indices`, `<name>.values`); `tbjax.serve` applies it in place. With float32
   master weights most of a step's updates round away in a bfloat16 publish, so few elements change.

@@ -1,8 +1,8 @@
 """The rollout-backend contract: what the training loop needs from whatever serves its episodes.
 
 Two verbs carry weights to an engine: **publish** (the trainer's new parameters become the version the engine
-serves: a copy handed over in memory, or files the servers load) and **verify** (the refit probe scores them on
-the engine, tbjax.trainer.refit_check). Publishing has a collective half, which every process runs (gathers
+serves: a copy handed over in memory, or files the servers load) and **verify** (the weight probe scores them on
+the engine, tbjax.trainer.weight_probe). Publishing has a collective half, which every process runs (gathers
 and host replicas span them), and a driver half that makes the engine serve the version; exact asynchronous mode
 runs the second half later, so `publish` returns it instead of running it.
 
@@ -28,12 +28,12 @@ MemoryPart = Literal["weights", "cache"]  # what a colocated engine takes back: 
 
 
 class ServedEngine(Engine, Scorer, Protocol):
-    """An engine whose replicas also score a given sequence (the refit probe's side of the engine)."""
+    """An engine whose replicas also score a given sequence (the weight probe's side of the engine)."""
 
 
 class RolloutBackend(Protocol):
     """What the loop holds for its rollouts. `engine` is the driver's client (what episodes sample from and the
-    refit probe scores); None on the other processes."""
+    weight probe scores); None on the other processes."""
 
     engine: ServedEngine | None
     # True where the engine loads its weights itself at start (the base checkpoint): a resumed run publishes its

@@ -46,7 +46,7 @@ class ReplayEngine:
         """Nothing is kept per session."""
 
     async def score(self, input_ids: Sequence[int]) -> list[TokenScores]:
-        raise EngineError("a replay scores nothing (it serves no model): set train.refit_probe=false")
+        raise EngineError("a replay scores nothing (it serves no model): set train.weight_probe=false")
 
     async def health(self) -> bool:
         return True

@@ -61,7 +61,7 @@ def test_qwen3_5_vocabulary_written_offline_carries_qwen3_xml_tool_calls(tmp_pat
     """The Qwen3.5 vocabulary as tokenizer.json in a model directory, loaded as training loads it: a qwen3_xml
     tool call renders with the tags on Qwen's ids and reads back as the same call."""
     from rollout.interpret import Interpreter, ToolCatalog
-    from tests.rollout.interpret_support import TOOL_SCHEMAS, assistant_message, call
+    from tests.rollout.interpret.support import TOOL_SCHEMAS, assistant_message, call
 
     main(["qwen3.5", str(tmp_path)])
     assert "(248077 tokens)" in capsys.readouterr().out

@@ -113,8 +113,8 @@ def test_stop_tokens_end_the_generation_and_stay_in_the_output(model):
     run(engine.close())
 
 
-def test_weight_refresh_changes_version_and_logits(tiny_dir, tmp_path):
-    async def refresh():  # the refresh writes into the model's parameters: its own, not the module's `model`
+def test_a_publish_changes_version_and_logits(tiny_dir, tmp_path):
+    async def publish():  # the load writes into the model's parameters: its own, not the module's `model`
         engine = JaxEngine(from_pretrained(tiny_dir("qwen3")), slots=2, max_len=128, weight_version="0")
         ids, params = prompt(6, 16), SamplingParams(max_new_tokens=6, temperature=0.0)
         before = await engine.generate(ids, params)
@@ -125,7 +125,7 @@ def test_weight_refresh_changes_version_and_logits(tiny_dir, tmp_path):
         await engine.close()
         return before, after, perturbed, ids
 
-    before, after, perturbed, ids = run(refresh())
+    before, after, perturbed, ids = run(publish())
     assert (before.weight_version, after.weight_version) == ("0", "2")
     np.testing.assert_allclose(after.logprobs, trainer_logprobs(perturbed, ids, after.output_ids, 1.0), atol=1e-4)
     assert not np.allclose(before.logprobs, after.logprobs)

@@ -127,7 +127,7 @@ def test_bad_adapter_requests_are_4xx_and_the_server_serves_on(lora_server, adap
 
 def test_lora_grpo_publishes_adapters_the_server_serves(lora_server, adapted, tiny_dir, tmp_path):
     """Two LoRA GRPO steps on the SGLang engine against the server: each publish is a PEFT directory the server
-    loads before it unloads the last, requests name it, and the refit probe finds the trainer's log-probs on the
+    loads before it unloads the last, requests name it, and the weight probe finds the trainer's log-probs on the
     server while the base's are further away than that."""
     url, model_dir = lora_server, tiny_dir("qwen3")
     assert post(url, "/update_weights_from_disk", {"model_path": str(model_dir)}).status_code == 200
@@ -143,7 +143,7 @@ def test_lora_grpo_publishes_adapters_the_server_serves(lora_server, adapted, ti
     updated = [line for line in lines if not line["skipped"]]
     assert updated, lines
     for line in updated:
-        assert line["refit_probe_base_gap"] > 10 * line["refit_probe_max_diff"], line
+        assert line["weight_probe_base_gap"] > 10 * line["weight_probe_max_diff"], line
     served = httpx.get(f"{url}/get_model_info", timeout=30).json()["loaded_adapters"]
     assert list(served) == [f"policy-v{lines[-1]['step']}"]  # the last publish, the earlier one unloaded
     assert Path(served[f"policy-v{lines[-1]['step']}"]).parent == tmp_path / "resume" / "adapters"

@@ -1,5 +1,5 @@
 """A short real training run on CPU, shared by the loop's tests (resume, validation, handover, mismatch and
-refit, multi-process, checkpoint faults, LoRA serving): tasks with a learnable signal, brief real sessions and
+weight probe, multi-process, checkpoint faults, LoRA serving): tasks with a learnable signal, brief real sessions and
 the tiny run's settings."""
 
 import asyncio

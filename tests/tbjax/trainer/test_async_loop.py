@@ -1,7 +1,7 @@
 """Asynchronous GRPO through the real loop (rollout.max_staleness): the tiny run's real episodes on the embedded
 engine, made to answer after random delays, while the update runs in a thread beside them.
 
-Eager mode, each refresh swapping the engine's weights between turns: no consumed episode is staler than the
+Eager mode, each publish swapping the engine's weights between turns: no consumed episode is staler than the
 bound, each step's histogram sums to its episodes and agrees with the versions the engine reported, the
 update never touches a buffer the engine serves (a deleted one would raise), the re-prefilled tokens are
 counted, and a resumed run samples again the batch in flight at its checkpoint, counted. Exact mode: a run
@@ -73,7 +73,7 @@ def test_batches_ahead_stay_within_the_bound_while_the_update_runs_beside_them(t
     # the batches did run beside the updates: some episodes were sampled before the version they trained from
     assert any(int(age) > 0 for record in records for age in record["staleness"])
     assert all(record["groups_replayed"] == 0 for record in records)
-    swapped = [turns for turns in versions.values() if len(set(turns)) > 1]  # a refresh between two turns
+    swapped = [turns for turns in versions.values() if len(set(turns)) > 1]  # a publish between two turns
     assert (sum(record["tokens_reprefilled"] for record in records) > 0) == bool(swapped)
     # killed between the checkpoints of steps 2 and 3, with batch 2 in flight at step 2's: the resumed run
     # samples it again from the draws it started at, and its record says so

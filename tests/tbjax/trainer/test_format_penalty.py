@@ -101,7 +101,7 @@ def test_a_penalty_outside_the_unit_interval_is_refused(penalty) -> None:
 
 
 def test_the_old_key_names_the_new_one_and_the_fingerprint_keeps_the_penalty() -> None:
-    with pytest.raises(ConfigError, match=r"groups.format_penalty moved .*did you mean grpo.format_penalty\?"):
+    with pytest.raises(ConfigError, match=r"did you mean grpo.format_penalty\? groups.format_penalty is its old"):
         load_config(overrides=["groups.format_penalty=0.2"])
     penalised = load_config(overrides=["grpo.format_penalty=0.2"])  # the default config's is 1.0
     assert penalised.grpo.score_rule(100).format_penalty == 0.2

@@ -113,7 +113,7 @@ def on_server(url: str, action) -> None:
 def test_two_colocated_cycles_against_tbjax_serve(server, tiny_dir, tmp_path):
     trainer = Trainer(tiny_dir("qwen3"))
     recorder = Recorder()
-    seen: dict[str, list] = {"during_update": [], "during_refresh": [], "versions": []}
+    seen: dict[str, list] = {"during_update": [], "during_publish": [], "versions": []}
 
     async def scenario():
         engine = SGLangEngine(SGLangConfig(urls=(server,)), transport=recorder)
@@ -132,12 +132,12 @@ def test_two_colocated_cycles_against_tbjax_serve(server, tiny_dir, tmp_path):
             assert trainer.memory_kinds() == {"device"}
             assert metrics["grad_norm"] > 0 and bool((jax.tree.leaves(trainer.state.params)[0] != before).any())
 
-            async def refresh(version=version):
-                seen["during_refresh"].append(released(server))
+            async def publish(version=version):
+                seen["during_publish"].append(released(server))
                 model = trainer.trainer.model_for(trainer.state.params)
                 await engine.update_weights(str(publish_weights(model, tmp_path / "weights", version)), version)
 
-            await handover.to_engines(trainer, refresh)
+            await handover.to_engines(trainer, publish)
             assert trainer.memory_kinds() == {HOST_MEMORY} and released(server) == []
         seen["versions"].append((await engine.generate([5, 6, 7], GREEDY)).weight_version)
         await engine.close()
@@ -146,7 +146,7 @@ def test_two_colocated_cycles_against_tbjax_serve(server, tiny_dir, tmp_path):
     handover = asyncio.run(scenario())
     assert seen["versions"] == ["0", "1", "2"]  # served by the weights each hand-back loaded
     assert seen["during_update"] == [sorted(MEMORY_TAGS)] * 2  # the server held nothing while the trainer ran
-    assert seen["during_refresh"] == [["cuda_graph", "kv_cache"]] * 2  # weights back, cache not yet
+    assert seen["during_publish"] == [["cuda_graph", "kv_cache"]] * 2  # weights back, cache not yet
     assert recorder.calls == CYCLE * 2 + [("/generate", None)]
     assert [(t.source, t.target) for t in handover.transitions] == [(Phase.STARTING, Phase.ROLLOUT)] + [
         (Phase.ROLLOUT, Phase.HANDOVER_TO_TRAINER), (Phase.HANDOVER_TO_TRAINER, Phase.TRAINING),
@@ -184,10 +184,10 @@ def test_the_training_loop_hands_over_around_each_update(server, tiny_dir, tmp_p
 
 
 @pytest.mark.slow
-def test_deltas_reach_the_server_and_pass_the_refit_probe(server, tiny_dir, tmp_path):
+def test_deltas_reach_the_server_and_pass_the_weight_probe(server, tiny_dir, tmp_path):
     """Three steps on tbjax.serve with rollout.publish_delta=elements: whole, delta, whole
-    (publish_full_every=2); after every publish the server scores the refit probe as the trainer does
-    (train.refit_probe). `tensors` deltas load through the whole load's path (tests/tbjax/engine/
+    (publish_full_every=2); after every publish the server scores the weight probe as the trainer does
+    (train.weight_probe). `tensors` deltas load through the whole load's path (tests/tbjax/engine/
     test_delta_loading.py compares both granularities with whole loads bit for bit). The held-out tasks scored
     during training (evaluate.every=2) run on the server too, under the step's weights."""
     model_dir = tiny_dir("qwen3")
@@ -204,7 +204,7 @@ def test_deltas_reach_the_server_and_pass_the_refit_probe(server, tiny_dir, tmp_
     lines = [json.loads(line) for line in (tmp_path / "resume" / "metrics.jsonl").read_text().splitlines()]
     published = [line for line in lines if not line["skipped"]]
     assert len(published) == 3, "the test needs every step to train and publish"
-    assert all(line["refit_probe_max_diff"] <= 1e-4 for line in published)
+    assert all(line["weight_probe_max_diff"] <= 1e-4 for line in published)
     for step in (2, 3):
         records = read_records(tmp_path / "resume" / "heldout" / f"step{step}" / "trials.jsonl")
         assert len(records) == 2 and {r.weight_version for r in records} == {str(step)}
@@ -284,7 +284,7 @@ def test_colocation_is_refused_for_an_engine_without_servers(engine):
     from tbjax.config import ConfigError
 
     with pytest.raises(ConfigError, match=f"the {engine} engine has none to hand over"):
-        load_config(overrides=[f"rollout.engine={engine}", "rollout.placement=colocated", "train.refit_probe=false"])
+        load_config(overrides=[f"rollout.engine={engine}", "rollout.placement=colocated", "train.weight_probe=false"])
 
 
 @pytest.mark.parametrize(("overrides", "message"), [

@@ -44,7 +44,7 @@ def test_a_grpo_step_on_recorded_generations_trains_as_the_recorded_step(tiny_di
     run.backend.engine = Recording(run.backend.engine, recorded)
     asyncio.run(run_steps(run, opener=brief_session))
 
-    config = config_for(tmp_path / "replay", 1, "rollout.engine=replay", "train.refit_probe=false")
+    config = config_for(tmp_path / "replay", 1, "rollout.engine=replay", "train.weight_probe=false")
     config.run.directory.mkdir(parents=True)
     (config.run.directory / RECORDING).write_text("".join(json.dumps(line) + "\n" for line in recorded))
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
@@ -67,6 +67,6 @@ def test_a_missing_or_malformed_recording_is_refused_naming_it(tmp_path):
         read_recording(tmp_path / RECORDING)
 
 
-def test_the_refit_probe_is_refused_with_an_engine_that_cannot_score(tmp_path):
-    with pytest.raises(ValueError, match="train.refit_probe: the replay engine cannot score the probe"):
+def test_the_weight_probe_is_refused_with_an_engine_that_cannot_score(tmp_path):
+    with pytest.raises(ValueError, match="train.weight_probe: the replay engine cannot score the probe"):
         config_for(tmp_path, 1, "rollout.engine=replay")

@@ -1,7 +1,7 @@
-"""The mismatch and refit watch through the loop on a tiny Qwen3 with the real embedded engine: every step
+"""The mismatch watch and the weight probe through the loop on a tiny Qwen3 with the real embedded engine: every step
 logs the engine-vs-trainer gap's max and the mismatch KL, the alarm fires when an engine samples from other
 weights, and a publish whose weights do not arrive fails the step loudly (tbjax.trainer.mismatch,
-tbjax.trainer.refit_check)."""
+tbjax.trainer.weight_probe)."""
 
 import asyncio
 import json
@@ -19,9 +19,9 @@ from tbjax.trainer.loop import run_steps
 from tbjax.trainer.mismatch import MismatchAlarm, MismatchError, MismatchMeter, mismatch_sums
 from tbjax.trainer.objective import OLD_LOGPROBS
 from tbjax.trainer.packing import STALE, batch_from_groups
-from tbjax.trainer.refit_check import RefitCheck, RefitError
 from tbjax.trainer.run_setup import build_run
 from tbjax.trainer.update import GRPOTrainer, PreparedBatch
+from tbjax.trainer.weight_probe import WeightProbe, WeightProbeError
 from tests.tbjax.trainer.loop_support import brief_session, config_for, signal_tasks
 from tests.tbjax.trainer.support import synthetic_groups
 
@@ -50,14 +50,14 @@ def trained_lines(lines: list[dict]) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_steps_log_the_mismatch_and_pass_the_refit_probe(tiny_dir, tmp_path):
+def test_steps_log_the_mismatch_and_pass_the_weight_probe(tiny_dir, tmp_path):
     # two optimizer steps per batch: the meter reads the update's old log-probs (no forward pass of its own)
     config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action="fail", mini_batches=2)
     for line in trained_lines(run_loop(tiny_dir("qwen3"), config)):
         # float32 engine and trainer: the same policy up to numerics, so no alarm
         assert 0 <= line["logprob_gap"] <= line["logprob_gap_max"] < 1e-3
         assert 0 <= line["mismatch_kl"] < 1e-6 and line["mismatch_alarm"] is False
-        assert line["refit_probe_max_diff"] <= 1e-4
+        assert line["weight_probe_max_diff"] <= 1e-4
 
 
 @pytest.mark.slow
@@ -66,7 +66,7 @@ def test_the_alarm_fires_when_the_engine_samples_other_weights(tiny_dir, tmp_pat
     # the engine starts perturbed, every publish perturbs it again
     monkeypatch.setattr("tbjax.trainer.backends.embedded_backend.engine_model", perturbed_engine_model)
     # warn: two optimizer steps per batch (the meter reads the update's old log-probs); fail: one (its own pass)
-    config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action=action, refit_probe=False,
+    config = configured(tmp_path, 2, mismatch_alarm=1e-3, mismatch_action=action, weight_probe=False,
                         mini_batches=2 if action == "warn" else 1)
     if action == "fail":
         with pytest.raises(MismatchError, match=r"step \d: engine/trainer log-prob mismatch mismatch_kl"):
@@ -85,28 +85,28 @@ def test_a_publish_whose_weights_do_not_arrive_fails_the_step(tiny_dir, tmp_path
     config = configured(tmp_path, 2)
     run = build_run(config, from_pretrained(model_dir), model_dir, tasks=signal_tasks(model_dir))
     monkeypatch.setattr("tbjax.trainer.backends.embedded_backend.engine_model", perturbed_engine_model)  # started right
-    with pytest.raises(RefitError, match=r"weight version \d: engine replica embedded scores the refit probe up "
-                                         r"to [\d.]+ away from the trainer \(tolerance 0\.0001"):
+    with pytest.raises(WeightProbeError, match=r"weight version \d: engine replica embedded scores the weight probe "
+                                              r"up to [\d.]+ away from the trainer \(tolerance 0\.0001"):
         asyncio.run(run_steps(run, opener=brief_session))
 
 
-def test_a_replica_on_another_version_fails_the_check(tiny_dir):
+def test_a_replica_on_another_version_fails_the_probe(tiny_dir):
     from tbjax.engine.jax_engine import JaxEngine
 
     model = from_pretrained(tiny_dir("qwen3"))
     trainer = GRPOTrainer(model)
     params = trainer.init_state(model).params
-    check = RefitCheck(trainer, model.config.vocab_size, 1e-4)
-    check.expect(params, "3")
+    probe = WeightProbe(trainer, model.config.vocab_size, 1e-4)
+    probe.expect(params, "3")
     engine = JaxEngine(trainer.model_for(params), slots=1, max_len=64, weight_version="2")
 
     async def verify():
         try:
-            return await check.verify(engine)
+            return await probe.verify(engine)
         finally:
             await engine.close()
-    with pytest.raises(RefitError, match="weight version 3 was published, but engine replica embedded serves "
-                                         "version 2"):
+    with pytest.raises(WeightProbeError, match="weight version 3 was published, but engine replica embedded "
+                                              "serves version 2"):
         asyncio.run(verify())
 
 
@@ -134,7 +134,7 @@ def test_the_alarm_compares_its_metric_and_names_the_step(caplog):
 @pytest.mark.parametrize("old_logprobs", [False, True])  # the meter's own forward pass; the update's old log-probs
 def test_stale_tokens_are_measured_apart_from_the_fresh_ones(tiny_dir, old_logprobs):
     """A batch trained beside the rollouts: its fresh episodes' behaviour log-probs are the trainer's own (a
-    perfect refit), its stale ones' 0.5 higher (sampled before the last update). The watch sees no mismatch on
+    perfect publish), its stale ones' 0.5 higher (sampled before the last update). The watch sees no mismatch on
     the fresh tokens and reports the stale ones' gap apart."""
     model = from_pretrained(tiny_dir("qwen3"))
     trainer = GRPOTrainer(model, logprob_chunk=512)

@@ -72,7 +72,7 @@ def test_restart_on_brings_every_server_back_on_the_new_model_path():
     try:
         urls = supervisor.start()
         before = [model_info(url)["pid"] for url in urls]
-        supervisor.restart_on("weights/v1")  # the weight refresh of servers that cannot load in place
+        supervisor.restart_on("weights/v1")  # the publish to servers that cannot load in place
         after = [model_info(url) for url in urls]
     finally:
         supervisor.stop()

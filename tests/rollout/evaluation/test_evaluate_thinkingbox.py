@@ -9,7 +9,7 @@ from rollout import evaluate
 from rollout.records import read_records
 from tests.envs.fake_openai_support import Canned
 from tests.envs.thinkingbox_fixtures.support import synthetic_clone
-from tests.rollout.openai_support import completion
+from tests.rollout.evaluation.openai_support import completion
 
 
 def test_api_agent_on_a_thinkingbox_task_with_a_simulated_user(fake_openai, tmp_path, monkeypatch):

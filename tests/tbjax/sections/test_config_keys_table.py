@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from tbjax.config import Config
 
-README = Path(__file__).resolve().parents[2] / "tbjax" / "README.md"
+README = Path(__file__).resolve().parents[3] / "tbjax" / "README.md"
 ROW = re.compile(r"^\| `(\w+)` \| (.*) \|$")
 KEY = re.compile(r"^[a-z][a-z0-9_]*\*?$")
 

@@ -1,14 +1,14 @@
-"""`python -m tbjax.plan.refresh CONFIG... [--refresh-probe]`: how long one weight refresh takes (the trainer
-publishes the policy, every rollout server loads it), estimated for each config.
+"""`python -m tbjax.plan.publish_time CONFIG... [--publish-probe]`: how long one publish takes (the trainer
+writes the policy, every rollout server loads it), estimated for each config.
 
 Bytes per node: the served weights (parameters x the export dtype; under LoRA the float32 adapters), a whole
-copy for every host whose servers load them. The publish and page-cache read rates are this machine's, measured
-by a probe (tbjax.plan.transfer_rates) only on request: `--refresh-probe` here, on `python -m tbjax.train
---dry-run` and on `python -m tbjax.compile`; without it the estimate says they were not measured. Device-host
-copies are measured where the probe runs on an accelerator, else assumed, as the output says.
+copy for every host whose servers load them. The write (publish_weights) and page-cache read rates are this
+machine's, measured by a probe (tbjax.plan.transfer_rates) only on request: `--publish-probe` here, on `python -m
+tbjax.train --dry-run` and on `python -m tbjax.compile`; without it the estimate says they were not measured.
+Device-host copies are measured where the probe runs on an accelerator, else assumed, as the output says.
 
-A refresh is the publish, overlapped with its device-to-host copies, then the servers' load, which follows what
-SGLang's `/update_weights_from_disk` does (LOADER).
+A publish is the export (the trainer's write, overlapped with its device-to-host copies), then the servers' load,
+which follows what SGLang's `/update_weights_from_disk` does (LOADER).
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ from tbjax.plan.transfer_rates import (
 )
 from tbjax.sections.lora import LoraSpec
 
-GOAL_S = 15.0  # issue 38: the 27B reference's refresh
+GOAL_S = 15.0  # issue 38: the 27B reference's publish
 GPUS_PER_SERVER_HOST = 8  # disaggregated servers' hosts, whose GPUs no config names
-NOT_MEASURED = "not measured: run with --refresh-probe"
+NOT_MEASURED = "not measured: run with --publish-probe"
 LOADER = ("based on SGLang's /update_weights_from_disk (adapters: /load_lora_adapter, assumed alike): its default "
           "loader has every tensor-parallel rank read every safetensors file of the directory from the page cache "
           "(safe_open, get_tensor), tensor after tensor, and copy the part its GPU holds from ordinary (pageable) "
-          "memory; ranks and hosts load in parallel, so a refresh waits for one rank's read of the whole directory "
+          "memory; ranks and hosts load in parallel, so a publish waits for one rank's read of the whole directory "
           "and copy of 1/TP of it")
 
 
@@ -72,7 +72,7 @@ ASSUMED_LINK = Rate(25e9, "assumed (PCIe Gen5 x16: 64 GB/s nominal, 25 GB/s effe
 
 @dataclasses.dataclass(frozen=True)
 class Rates:
-    publish: Rate | None  # publish_weights, end to end (None: not measured)
+    write: Rate | None  # publish_weights, end to end (None: not measured)
     read: Rate | None  # the published files read back from the page cache
     d2h: Rate  # one device to host memory
     h2d: Rate  # host memory to one device
@@ -80,7 +80,7 @@ class Rates:
 
 @dataclasses.dataclass(frozen=True)
 class Served:
-    """What one refresh moves: `nbytes` to every server host, where `servers_per_host` servers of `tp` GPUs
+    """What one publish moves: `nbytes` to every server host, where `servers_per_host` servers of `tp` GPUs
     each load it."""
 
     what: str
@@ -93,14 +93,14 @@ class Served:
 
 
 @dataclasses.dataclass(frozen=True)
-class RefreshEstimate:
+class PublishEstimate:
     served: Served
     rates: Rates
 
     @property
     def write_s(self) -> float | None:
         """publish_weights on one host, at the probe's rate."""
-        return None if self.rates.publish is None else self.served.nbytes / self.rates.publish.bytes_per_s
+        return None if self.rates.write is None else self.served.nbytes / self.rates.write.bytes_per_s
 
     @property
     def d2h_s(self) -> float:
@@ -108,7 +108,7 @@ class RefreshEstimate:
         return self.served.nbytes / self.rates.d2h.bytes_per_s
 
     @property
-    def publish_s(self) -> float | None:
+    def export_s(self) -> float | None:
         """The write overlaps the device-to-host copies (the exporter's copy threads): the slower counts."""
         return None if self.write_s is None else max(self.write_s, self.d2h_s)
 
@@ -126,7 +126,7 @@ class RefreshEstimate:
 
     @property
     def total_s(self) -> float | None:
-        return None if self.publish_s is None or self.load_s is None else self.publish_s + self.load_s
+        return None if self.export_s is None or self.load_s is None else self.export_s + self.load_s
 
     @property
     def meets_goal(self) -> bool | None:
@@ -136,27 +136,27 @@ class RefreshEstimate:
         """The estimate as --dry-run prints it: what moves, each part and the total, the rates' sources."""
         s, nbytes, rates = self.served, decimal(self.served.nbytes), self.rates
         hosts = len(s.hosts)
-        lines = [f"weight refresh (estimate): {nbytes} of {s.what} to each of {hosts} server host{'s' * (hosts > 1)} "
+        lines = [f"weight publish (estimate): {nbytes} of {s.what} to each of {hosts} server host{'s' * (hosts > 1)} "
                  f"({', '.join(s.hosts)}: {s.servers}); {s.copies}"]
         d2h = f"device-to-host at {rates.d2h.text} = {self.d2h_s:.1f} s (from one device of each host)"
         h2d = f"host-to-device {decimal(s.nbytes // s.tp)} per GPU at {rates.h2d.text} = {self.h2d_s:.1f} s"
         link = (f"device-host copies {rates.d2h.source}" if rates.d2h.source == rates.h2d.source else
                 f"device-to-host {rates.d2h.source}; host-to-device {rates.h2d.source}")
-        if rates.publish is None or rates.read is None or self.total_s is None:
-            return [*lines, f"  publish and page-cache read {NOT_MEASURED}; {d2h}; {h2d}; {link}"]
+        if rates.write is None or rates.read is None or self.total_s is None:
+            return [*lines, f"  write and page-cache read {NOT_MEASURED}; {d2h}; {h2d}; {link}"]
         verdict = "meets" if self.meets_goal else "misses"
         return [*lines,
-                f"  publish: {nbytes} at {rates.publish.text} = {self.write_s:.1f} s, overlapped with {d2h}: "
-                f"{self.publish_s:.1f} s",
+                f"  export: {nbytes} written at {rates.write.text} = {self.write_s:.1f} s, overlapped with {d2h}: "
+                f"{self.export_s:.1f} s",
                 f"  load: {nbytes} read at {rates.read.text} = {self.read_s:.1f} s, then {h2d}: {self.load_s:.1f} s",
-                f"  total: {self.publish_s:.1f} s publish + {self.load_s:.1f} s load = {self.total_s:.1f} s per "
-                f"refresh: {verdict} the {GOAL_S:.0f} s goal",
-                f"  rates: publish {rates.publish.source}; read {rates.read.source}; {link}",
+                f"  total: {self.export_s:.1f} s export + {self.load_s:.1f} s load = {self.total_s:.1f} s per "
+                f"publish: {verdict} the {GOAL_S:.0f} s goal",
+                f"  rates: write {rates.write.source}; read {rates.read.source}; {link}",
                 f"  load {LOADER}"]
 
     def record(self) -> dict[str, Any]:
         """The estimate as JSON (tbjax.compile --json): bytes, rates with their sources, seconds per part."""
-        seconds = {"write": self.write_s, "device_to_host": self.d2h_s, "publish": self.publish_s,
+        seconds = {"write": self.write_s, "device_to_host": self.d2h_s, "export": self.export_s,
                    "read": self.read_s, "host_to_device": self.h2d_s, "load": self.load_s, "total": self.total_s}
         return {**dataclasses.asdict(self.served), "bytes_per_node": self.served.nbytes,
                 "rates": dataclasses.asdict(self.rates),
@@ -223,41 +223,42 @@ def rates_from(probe: PublishProbe, transfers: Transfers | None) -> Rates:
     what = (f"measured here (publish_weights of a {count(probe.params)}-parameter {probe.dtype} Qwen3, "
             f"{decimal(probe.nbytes)}, into {probe.directory}, fastest of {TIMED_PUBLISHES})")
     read = Rate(probe.read_rate, "measured here (the probe's files, read back from the page cache)")
-    publish = Rate(probe.publish_rate, what)
+    write = Rate(probe.publish_rate, what)
     if transfers is None:
-        return Rates(publish, read, ASSUMED_LINK, ASSUMED_LINK)
+        return Rates(write, read, ASSUMED_LINK, ASSUMED_LINK)
     copy = f"measured here ({decimal(transfers.nbytes)} copied by JAX on {transfers.device}, pageable)"
-    return Rates(publish, read, Rate(transfers.d2h, copy), Rate(transfers.h2d, copy))
+    return Rates(write, read, Rate(transfers.d2h, copy), Rate(transfers.h2d, copy))
 
 
-def plan_refresh(config: Config, measure: Callable[[Path], Rates] | None = None) -> RefreshEstimate | None:
-    """The config's refresh estimate, with the rates `measure` (e.g. `measured_rates`) gives for the probe's
+def plan_publish(config: Config, measure: Callable[[Path], Rates] | None = None) -> PublishEstimate | None:
+    """The config's publish estimate, with the rates `measure` (e.g. `measured_rates`) gives for the probe's
     directory (the config's publish directory where it exists here, else node-local memory), else assumed
     ones."""
     what = served(config)
     if what is None:
         return None
     if measure is None:
-        return RefreshEstimate(what, assumed_rates())
+        return PublishEstimate(what, assumed_rates())
     root = config.rollout.publish_root(config.run.name, config.run.directory)
-    return RefreshEstimate(what, measure(probe_directory(root, probe_config().num_params() * 4)))
+    return PublishEstimate(what, measure(probe_directory(root, probe_config().num_params() * 4)))
 
 
-def refresh_lines(estimate: RefreshEstimate | None) -> list[str]:
+def publish_lines(estimate: PublishEstimate | None) -> list[str]:
+    """The estimate's lines, or the one line saying that the embedded engine has nothing published."""
     if estimate is None:
-        return ["weight refresh: none (the embedded engine takes the trainer's parameters in process)"]
+        return ["weight publish: none (the embedded engine takes the trainer's parameters in process)"]
     return estimate.lines()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tbjax.plan.refresh", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tbjax.plan.publish_time", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("configs", nargs="+", help="YAML files or shipped config names")
-    parser.add_argument("--refresh-probe", action="store_true", help="measure this machine's publish and read rates "
+    parser.add_argument("--publish-probe", action="store_true", help="measure this machine's write and read rates "
                         "(a real publish of a ~200 MB model, about 2 s; once per publish directory)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     console = Console(highlight=False, soft_wrap=True)
-    measure = functools.cache(measured_rates) if args.refresh_probe else None  # one probe per directory
+    measure = functools.cache(measured_rates) if args.publish_probe else None  # one probe per directory
     for name in args.configs:
         try:
             config = load_config(name)
@@ -265,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"{name}: skipped, not a run config ({error})", markup=False)
             continue
         console.print(f"{name}:", markup=False)
-        for line in refresh_lines(plan_refresh(config, measure)):
+        for line in publish_lines(plan_publish(config, measure)):
             console.print(f"  {line}", markup=False)
     return 0
 

@@ -8,7 +8,7 @@ from envs import load_tasks, write_jsonl
 from rollout import evaluate
 from rollout.records import read_records
 from tests.envs.fake_openai_support import Canned
-from tests.rollout.openai_support import completion
+from tests.rollout.evaluation.openai_support import completion
 
 TASK_ID = "telecom/upgrade_plan/000"
 

@@ -22,7 +22,7 @@ from rollout.interpret import (
     split_reasoning,
 )
 from tbjax.assets.tokenizer import SPECIAL_TOKENS, train_tokenizer
-from tests.rollout.interpret_support import TOOL_SCHEMAS, sampled_text
+from tests.rollout.interpret.support import TOOL_SCHEMAS, sampled_text
 
 TOOLS = ToolCatalog(TOOL_SCHEMAS)
 FORMATS = ("hermes", "qwen3_xml")

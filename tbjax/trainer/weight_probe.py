@@ -1,7 +1,8 @@
-"""Did the published weights arrive? After each publish every engine replica scores a fixed probe sequence
-(teacher-forced log-probs, `rollout.engines.protocol.Scorer`), and each must report the version just published and
-match the trainer's own log-probs for the same sequence under the published parameters within a tolerance;
-otherwise the step fails with a RefitError naming the version, the replica and the largest difference.
+"""The weight probe, which verifies each publish: does the engine serve the weights just published? After each
+publish every engine replica scores a fixed probe sequence (teacher-forced log-probs,
+`rollout.engines.protocol.Scorer`), and each must report the version just published and match the trainer's own
+log-probs for the same sequence under the published parameters within a tolerance; otherwise the step fails with a
+WeightProbeError naming the version, the replica and the largest difference.
 
 A weight sync that goes wrong silently (a load from the wrong directory, a partial or stale load, a layout
 or conversion bug, a perturbed copy) moves the probe's log-probs far beyond numerics. What the probe cannot
@@ -14,7 +15,7 @@ trainer also scores the probe with its adapters off, and `base_gap` says how far
 from the base on the probe: once it exceeds the tolerance, a replica that passes is serving the adapter.
 
 The trainer's side is computed while its parameters are on the devices (inside the colocated hand-over's
-refresh, `expect`); the engines are asked once they serve again (`verify`, after the hand-over, when
+publish, `expect`); the engines are asked once they serve again (`verify`, after the hand-over, when
 colocated servers have their KV cache back).
 """
 
@@ -39,7 +40,7 @@ PROBE_SEED = 20240601
 TOLERANCE = {"float32": 1e-4, "bfloat16": 0.1}
 
 
-class RefitError(RuntimeError):
+class WeightProbeError(RuntimeError):
     """An engine replica does not serve the weights just published."""
 
 
@@ -66,7 +67,9 @@ class Expected:
     base_gap: float | None = None  # under LoRA: the largest difference from the base's (adapters off)
 
 
-class RefitCheck:
+class WeightProbe:
+    """The trainer's side of the probe (`expect`) and the check of every replica's against it (`verify`)."""
+
     def __init__(self, trainer: GRPOTrainer, vocab_size: int, tolerance: float) -> None:
         self.trainer, self.tolerance = trainer, tolerance
         self.tokens = probe_tokens(vocab_size)
@@ -93,20 +96,22 @@ class RefitCheck:
         return self.expected
 
     async def verify(self, engine: Scorer, expected: Expected | None = None) -> float:
-        """Every replica's probe log-probs against `expected` (default: the last `expect`'s; a version staged
-        earlier and landed later brings its own); the largest difference, or RefitError."""
+        """Every replica's probe log-probs against `expected` (default: the last `expect`'s; a version published
+        earlier and served later brings its own); the largest difference, or WeightProbeError."""
         expected = expected or self.expected
         if expected is None:
-            raise RuntimeError("RefitCheck.verify before expect: nothing was published")
+            raise RuntimeError("WeightProbe.verify before expect: nothing was published")
         return max([self._compare(scores, expected) for scores in await engine.score(self.tokens)], default=0.0)
 
     def _compare(self, scores: TokenScores, expected: Expected) -> float:
         if scores.weight_version != expected.version:
-            raise RefitError(f"weight version {expected.version} was published, but engine replica "
-                             f"{scores.source} serves version {scores.weight_version}: the refresh did not reach it")
+            raise WeightProbeError(f"weight version {expected.version} was published, but engine replica "
+                                   f"{scores.source} serves version {scores.weight_version}: the publish did not "
+                                   "reach it")
         difference = float(np.max(np.abs(np.asarray(scores.logprobs, np.float32) - expected.logprobs)))
         if not difference <= self.tolerance:  # NaN fails too
-            raise RefitError(f"weight version {expected.version}: engine replica {scores.source} scores the refit "
-                             f"probe up to {difference:.3g} away from the trainer (tolerance {self.tolerance:g}, "
-                             "train.refit_probe_tolerance): it does not serve the weights just published")
+            raise WeightProbeError(f"weight version {expected.version}: engine replica {scores.source} scores the "
+                                   f"weight probe up to {difference:.3g} away from the trainer (tolerance "
+                                   f"{self.tolerance:g}, train.weight_probe_tolerance): it does not serve the weights "
+                                   "just published")
         return difference

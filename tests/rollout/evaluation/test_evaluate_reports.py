@@ -102,7 +102,7 @@ def test_bad_price_table_is_a_clear_error(tmp_path):
 
 def test_default_price_table_is_the_checkouts_configs_prices_yaml(tmp_path, monkeypatch):
     # shipped inside the package, as a link to the one copy in configs/ (the wheel carries the file itself)
-    assert price_table.DEFAULT_PRICES.resolve() == Path(__file__).resolve().parents[2] / "configs" / "prices.yaml"
+    assert price_table.DEFAULT_PRICES.resolve() == Path(__file__).resolve().parents[3] / "configs" / "prices.yaml"
     table = price_table.load_prices()
     assert table.version and table.price("policy") is None  # no documented per-token price: cost unknown
     monkeypatch.setattr(price_table, "DEFAULT_PRICES", tmp_path / "absent.yaml")  # no table at all

@@ -1,5 +1,5 @@
 """`SGLangEngine` against stand-in SGLang servers on 127.0.0.1 (tests/rollout/sglang_stub_support.py): what is sent,
-what is parsed, routing, retries and the weight refresh sequence, over real HTTP."""
+what is parsed, routing, retries and the publish sequence, over real HTTP."""
 
 import asyncio
 import math
@@ -123,7 +123,7 @@ def test_client_errors_are_not_retried(servers, models):
 
 
 def test_aborted_generation_is_retried_on_the_same_server(servers, models):
-    models[0].reset(abort_generate=1)  # what a pause for a weight refresh does to requests in flight
+    models[0].reset(abort_generate=1)  # what a pause for a publish does to requests in flight
     generation = run(servers, lambda e: e.generate([1], SAMPLING, session_id="ep"), n=2)
     assert generation.finish_reason == "stop"
     assert (len(models[0].received), len(models[1].received)) == (2, 0)  # the episode's cache stays useful
@@ -135,15 +135,15 @@ def test_exhausted_retries_raise_engine_error_naming_each_attempt(servers, model
         run(servers, lambda e: e.generate([1], SAMPLING), n=1, max_attempts=3)
 
 
-def test_weight_refresh_pauses_all_then_loads_all_then_continues_all(servers, models):
+def test_a_publish_pauses_all_then_loads_all_then_continues_all(servers, models):
     shared: list = []
     for model in models:
         model.events = shared
 
-    async def refresh(engine):
+    async def publish(engine):
         await engine.update_weights("/ckpt/weights/v3", "3")
         return await engine.generate([1], SAMPLING)
-    generation = run(servers, refresh)
+    generation = run(servers, publish)
     phases = [path for _, path, _ in shared]
     assert phases == ["/pause_generation"] * 3 + ["/update_weights_from_disk"] * 3 + ["/continue_generation"] * 3
     assert Counter(name for name, _, _ in shared) == {"s0": 3, "s1": 3, "s2": 3}
@@ -152,8 +152,8 @@ def test_weight_refresh_pauses_all_then_loads_all_then_continues_all(servers, mo
     assert generation.weight_version == "3"
 
 
-def test_a_refresh_beside_running_episodes_retracts_them_and_may_keep_the_cache(servers, models):
-    """Asynchronous GRPO's refresh: running requests are retracted (their partial turns kept) rather than
+def test_a_publish_beside_running_episodes_retracts_them_and_may_keep_the_cache(servers, models):
+    """Asynchronous GRPO's publish: running requests are retracted (their partial turns kept) rather than
     aborted, and with flush_cache off the servers keep their prefix cache."""
     run(servers, lambda e: e.update_weights("/ckpt/weights/v5", "5"), pause_mode="retract", flush_cache=False)
     for model in models:
@@ -172,22 +172,22 @@ def test_failed_load_still_continues_generation_and_names_the_server(servers, mo
     assert not any(m.paused for m in models)
 
 
-def test_version_falls_back_to_the_last_refresh_when_the_server_reports_none(servers, models):
+def test_version_falls_back_to_the_last_publish_when_the_server_reports_none(servers, models):
     models[0].reset(report_version=False)
 
-    async def refresh(engine):
+    async def publish(engine):
         await engine.update_weights("/w/v5", "5")
         return await engine.generate([1], SAMPLING)
-    assert run(servers, refresh, n=1).weight_version == "5"
+    assert run(servers, publish, n=1).weight_version == "5"
 
 
 def test_every_server_scores_the_prompt_with_its_own_weights(servers, models):
     models[2].reset(score_shift=0.5)  # a server whose weights are not what was published
 
-    async def refresh_and_score(engine):
+    async def publish_and_score(engine):
         await engine.update_weights("/w/v6", "6")
         return await engine.score([3, 4, 9, 1])
-    scores = run(servers, refresh_and_score)
+    scores = run(servers, publish_and_score)
     # the stub scores token i at -0.25 * ((ids[i-1] + ids[i]) % 8 + 1): pairs 3+4, 4+9, 9+1
     assert [s.logprobs for s in scores] == [(-2.0, -1.5, -0.75)] * 2 + [(-2.5, -2.0, -1.25)]
     assert [(s.source, s.weight_version) for s in scores] == [(server.url, "6") for server in servers]
@@ -222,11 +222,11 @@ def test_servers_without_the_update_endpoint_are_restarted_on_the_new_weights(se
         model.reset(update_endpoint=False, report_version=False)
     restarted: list[str] = []
 
-    async def two_refreshes(engine):
+    async def two_publishes(engine):
         await engine.update_weights("/w/v1", "1")
         await engine.update_weights("/w/v2", "2")  # known by now: straight to the restart
         return await engine.generate([1], SAMPLING)
-    generation = run(servers, two_refreshes, n=2, restart_servers=restarted.append)
+    generation = run(servers, two_publishes, n=2, restart_servers=restarted.append)
     assert restarted == ["/w/v1", "/w/v2"] and generation.weight_version == "2"
     assert [path for _, path, _ in models[0].events] == [
         "/pause_generation", "/update_weights_from_disk", "/continue_generation"]

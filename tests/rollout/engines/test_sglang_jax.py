@@ -27,7 +27,7 @@ from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import from_pretrained
 from tbjax.models.hf.versions import publish_weights
 from tests.rollout.e2e_support import check_trajectory, telecom_tasks
-from tests.rollout.sglang_jax_support import Recording, assert_greedy_agree, export_for_sglang_jax, launch
+from tests.rollout.engines.sglang_jax_support import Recording, assert_greedy_agree, export_for_sglang_jax, launch
 from tests.rollout.sglang_stub_support import on_engine
 
 pytestmark = pytest.mark.slow
@@ -85,7 +85,7 @@ def interpreter(model_dir):
 
 @pytest.fixture(scope="module")
 def reference(model_dir):
-    """The JaxEngine the servers are compared with; it follows the servers' weight refreshes."""
+    """The JaxEngine the servers are compared with; it follows the weights published to the servers."""
     engine = JaxEngine(from_pretrained(model_dir), slots=4, max_len=MAX_LEN, deterministic=True)
     yield engine
     asyncio.run(engine.close())
@@ -174,7 +174,7 @@ def test_stop_tokens_and_finish_reasons_agree(servers, reference, model_dir):
     assert missing == 0  # sglang-jax sends the stop token's log-prob even when it trims the token
 
 
-def test_weight_refresh_restarts_sglang_jax_on_the_new_weights(servers, reference, model_dir, tmp_path):
+def test_a_publish_restarts_sglang_jax_on_the_new_weights(servers, reference, model_dir, tmp_path):
     trained = from_pretrained(model_dir)
     trained.lm_head[...] = trained.lm_head[...] * 1.25  # stands in for an updated policy
     v1 = str(publish_weights(trained, tmp_path, 1, transformers4_config=True))
@@ -183,13 +183,13 @@ def test_weight_refresh_restarts_sglang_jax_on_the_new_weights(servers, referenc
     with pytest.raises(EngineError, match="no /update_weights_from_disk"):
         on_engine(servers.urls, lambda e: e.update_weights(v1, "1"))
 
-    async def refresh(engine):
+    async def publish(engine):
         start = time.perf_counter()
         await engine.update_weights(v1, "1")
         seconds = time.perf_counter() - start
-        return seconds, engine.refresh_by_restart, await engine.generate(prompt, sampling, session_id="a")
-    seconds, by_restart, theirs = on_engine(servers.urls, refresh, restart_servers=servers.restart_on)
-    print(f"\nweight refresh by restarting two sglang-jax servers: {seconds:.1f} s")
+        return seconds, engine.publish_by_restart, await engine.generate(prompt, sampling, session_id="a")
+    seconds, by_restart, theirs = on_engine(servers.urls, publish, restart_servers=servers.restart_on)
+    print(f"\npublish by restarting two sglang-jax servers: {seconds:.1f} s")
     before = on_jax_engine(reference, lambda e: e.generate(prompt, sampling))
     on_jax_engine(reference, lambda e: e.update_weights(v1, "1"))
     ours = on_jax_engine(reference, lambda e: e.generate(prompt, sampling))

@@ -1,12 +1,12 @@
-"""Publish-to-served time of a LoRA adapter against a whole-model refresh, on CPU, in the same run: the ~50M-parameter
-Qwen3 with rank-16 adapters on attention and the MLP (the seed's LoRA recipe). The adapter side is what a LoRA
-run does after each update: tbjax.models.hf.versions.publish_adapter writes the PEFT directory, and an
+"""Publish-to-served time of a LoRA adapter against a whole-model publish, on CPU, in the same run: the
+~50M-parameter Qwen3 with rank-16 adapters on attention and the MLP (the seed's LoRA recipe). The adapter side is
+what a LoRA run does after each update: tbjax.models.hf.versions.publish_adapter writes the PEFT directory, and an
 `tbjax.serve --enable-lora` engine (tbjax.engine.adapters.AdapterServing) loads it under a new name, swaps it
-in for the next request and unloads the previous one. The whole-model side is the full-parameter refresh:
+in for the next request and unloads the previous one. The whole-model side is the full-parameter publish:
 publish_weights, then the engine's update_weights from disk. Prints each step, the bytes each moves, and the
 ratio, and the 27B reference's adapter size at the same rank.
 
-    python scripts/bench/lora_refit.py [--rounds 5] [--rank 16] [--dir DIR (default: a temporary directory)]
+    python scripts/bench/lora_publish.py [--rounds 5] [--rank 16] [--dir DIR (default: a temporary directory)]
 """
 
 from __future__ import annotations
@@ -21,21 +21,21 @@ from pathlib import Path
 import yaml
 from bench_common import CONFIG, median_seconds
 from flax import nnx
-from refit import REFERENCE, directory_bytes, rate
+from publish_to_served import REFERENCE, directory_bytes, rate
 
 from tbjax.engine.adapters import AdapterServing
 from tbjax.engine.jax_engine import JaxEngine
 from tbjax.models import ModelConfig, Qwen
 from tbjax.models.hf.versions import publish_adapter, publish_weights
 from tbjax.models.lora import add_adapters
-from tbjax.plan.refresh import adapter_params
+from tbjax.plan.publish_time import adapter_params
 from tbjax.sections.lora import LoraSpec
 
 ENGINE = {"slots": 1, "max_len": 64}
 
 
-class AdapterRefresh:
-    """One adapter refresh per call: publish version N, load it as "vN", serve one request under it (the swap),
+class AdapterPublish:
+    """One adapter publish per call: publish version N, load it as "vN", serve one request under it (the swap),
     unload version N - 1, as the trainer and a LoRA server do after each update."""
 
     def __init__(self, policy: Qwen, spec: LoraSpec, serving: AdapterServing, root: Path) -> None:
@@ -71,7 +71,7 @@ def main() -> None:
         root = Path(tmp)
         published = publish_weights(full_policy, root / "weights", 0)
         serving = AdapterServing.on(Qwen(config, nnx.Rngs(0)), args.rank, spec.targets, max_loaded=2, **ENGINE)
-        adapter = AdapterRefresh(policy, spec, serving, root / "adapters")
+        adapter = AdapterPublish(policy, spec, serving, root / "adapters")
         seconds = median_seconds({
             "adapter": adapter,
             "full publish": lambda: publish_weights(full_policy, root / "weights", 0),

@@ -20,7 +20,7 @@ from tbjax.trainer.checkpoint import Checkpointer
 from tbjax.trainer.update import GRPOTrainer
 from tests.subprocess_support import clean_env
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def export(*args: str) -> subprocess.CompletedProcess:

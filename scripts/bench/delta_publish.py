@@ -1,4 +1,4 @@
-"""How much of a weight refresh a delta publish writes, on real consecutive GRPO updates: the tiny Qwen3 of the
+"""How much of a whole version a delta publish writes, on real consecutive GRPO updates: the tiny Qwen3 of the
 laptop run's architecture and the 48.2M-parameter bench Qwen3 take `--updates` AdamW steps (the seed's lr 1e-6,
 on a fixed synthetic batch of scripts/bench/grpo_step.py), each published by tbjax.models.hf.delta's
 DeltaPublisher after the update. Four settings: float32 parameters published in float32; the same published in
@@ -7,7 +7,7 @@ bfloat16; the same without master weights. For each delta: the share of tensors 
 of a whole version's bytes that a `tensors` delta (the changed tensors whole) and an `elements` delta (its file:
 a 4-byte index and the value per changed element) write.
 
-    python scripts/bench/refit_delta.py [--updates 3]
+    python scripts/bench/delta_publish.py [--updates 3]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 from rollout.interpret import AnchorMismatchError, Interpreter, TemplateError, TokenSequence, ToolCatalog
 from rollout.trajectory import Trajectory
 from tbjax.assets.tokenizer import save_tokenizer, train_tokenizer
-from tests.rollout.interpret_support import TOOL_SCHEMAS, assistant_message, sampled_text, six_turn_conversation
+from tests.rollout.interpret.support import TOOL_SCHEMAS, assistant_message, sampled_text, six_turn_conversation
 
 TOOLS = ToolCatalog(TOOL_SCHEMAS)
 

@@ -1,4 +1,4 @@
-"""Publish-to-served time of a weight refresh on CPU, against the machine's own limits measured in the same run.
+"""Publish-to-served time of a whole-model publish on CPU, against the machine's own limits measured in the same run.
 
 tbjax.models.hf.versions.publish_weights writes the 48.2M-parameter bench Qwen3 (float32) as an HF directory and
 the embedded JaxEngine loads it in place (`update_weights` from disk, the SGLang path's shape). Beside them,
@@ -10,9 +10,9 @@ on the same bytes, the same disk and in alternation:
 - memory copy: the bytes copied from one buffer into another (the host's limit).
 
 Prints each one's bytes/s and publish-to-served's ratio to each peer. How much smaller a delta publish is:
-scripts/bench/refit_delta.py; the reference configs' estimated refresh time: `python -m tbjax.plan.refresh`.
+scripts/bench/delta_publish.py; the reference configs' estimated publish time: `python -m tbjax.plan.publish_time`.
 
-    python scripts/bench/refit.py [--rounds 3] [--dir DIR (default: a temporary directory under /tmp)]
+    python scripts/bench/publish_to_served.py [--rounds 3] [--dir DIR (default: a temporary directory under /tmp)]
 """
 
 from __future__ import annotations
@@ -111,8 +111,8 @@ def main() -> None:
     print(f"memory copy             : {rate(nbytes, seconds['memory copy'])}")
     print(f"publish-to-served reaches {fsynced / served:.2f}x of raw write + fsync's bytes/s, {cached / served:.2f}x "
           f"of a page-cache write + read's, {seconds['memory copy'] / served:.2f}x of a memory copy's")
-    print(f"27B reference: {reference_bytes() / 1e9:.1f} GB in bfloat16 per refresh; its estimate per node: "
-          "python -m tbjax.plan.refresh configs/qwen3-27b-3x8-h100.yaml --refresh-probe")
+    print(f"27B reference: {reference_bytes() / 1e9:.1f} GB in bfloat16 per publish; its estimate per node: "
+          "python -m tbjax.plan.publish_time configs/qwen3-27b-3x8-h100.yaml --publish-probe")
 
 
 if __name__ == "__main__":
