@@ -48,9 +48,9 @@ from tbjax.trainer.metrics_log import console
 from tbjax.trainer.packing import PackedBatch, batch_from_groups
 from tbjax.trainer.produced_ahead import drains, overlap_record, pinned_step
 from tbjax.trainer.publishing import publish, publish_later, verify
-from tbjax.trainer.run_setup import VALIDATED, Run, build_run, task_manifest_hash
+from tbjax.trainer.run_setup import VALIDATED, Run, build_run
 from tbjax.trainer.suite_setup import configured_opener
-from tbjax.trainer.task_stream import ByKindStream
+from tbjax.trainer.task_stream import ByKindStream, task_manifest_hash
 
 T = TypeVar("T")
 SAVE_WATCH_S = 1.0  # how often a step looks at the save it overlaps
@@ -72,10 +72,10 @@ async def run_steps(run: Run, opener: SessionOpener | None = None) -> Path:
     async with contextlib.AsyncExitStack() as stack:
         if opener is None and is_driver():
             opener = await stack.enter_async_context(configured_opener(run.config))
-        return await _train(run, opener)
+        return await _steps_then_export(run, opener)
 
 
-async def _train(run: Run, opener: SessionOpener | None) -> Path:
+async def _steps_then_export(run: Run, opener: SessionOpener | None) -> Path:
     """The steps, validations and final export; `opener` is None on the processes other than the driver."""
     config = run.config
     scheduler = producer = None
@@ -253,11 +253,11 @@ async def _update(run: Run, packed: PackedBatch | None, beside_rollouts: bool = 
         return {"skipped": True}
     await run.handover.to_trainer(run)
     if beside_rollouts:
-        return await asyncio.to_thread(_train_on, run, packed)
-    return _train_on(run, packed)
+        return await asyncio.to_thread(_optimizer_steps, run, packed)
+    return _optimizer_steps(run, packed)
 
 
-def _train_on(run: Run, packed: PackedBatch) -> dict[str, Any]:
+def _optimizer_steps(run: Run, packed: PackedBatch) -> dict[str, Any]:
     """The update proper: run.state takes the updated state; its metrics."""
     prepared = run.trainer.prepare(run.state.params, packed)
     mismatch = run.mismatch(run.state.params, prepared) if run.mismatch is not None else {}  # before the update

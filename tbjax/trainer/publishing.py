@@ -35,10 +35,11 @@ def publish_later(run: Run, version: str) -> Publication:
 async def verify(run: Run, expected: Expected | None = None) -> dict[str, float]:
     """The driver has the engine score the probe (against `expected`, else the last publish's): its largest
     difference, or a WeightProbeError."""
-    if run.weight_probe is None or run.engine is None:
+    engine = run.backend.engine
+    if run.weight_probe is None or engine is None:
         return {}
     expected = expected or run.weight_probe.expected
-    metrics = {"weight_probe_max_diff": await run.weight_probe.verify(run.engine, expected)}
+    metrics = {"weight_probe_max_diff": await run.weight_probe.verify(engine, expected)}
     if expected is not None and expected.base_gap is not None:  # LoRA: how far the served adapter takes the
         metrics["weight_probe_base_gap"] = expected.base_gap  # probe from the base
     return metrics

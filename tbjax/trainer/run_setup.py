@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 from pathlib import Path
 
 import jax
@@ -37,10 +36,6 @@ from tbjax.trainer.wandb_sink import WandbSink
 from tbjax.trainer.weight_probe import TOLERANCE, WeightProbe
 
 VALIDATED = "validated"  # <run>/validated/v<step>: each new best-validated step's weights (tbjax.trainer.validation)
-
-
-def task_manifest_hash(tasks: list[Task]) -> str:
-    return hashlib.sha256("\n".join(t.id for t in tasks).encode()).hexdigest()[:16]
 
 
 @dataclasses.dataclass(kw_only=True)

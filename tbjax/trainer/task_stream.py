@@ -13,6 +13,7 @@ Both streams save and restore their position with the run's checkpoints (`get_st
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import grain
@@ -66,3 +67,9 @@ def task_stream(tasks: list[Task], section: TasksSection) -> TaskStream:
     if section.draw == "by_kind":
         return ByKindStream(tasks, section.seed)
     return _endless(list(range(len(tasks))), section.seed)
+
+
+def task_manifest_hash(tasks: list[Task]) -> str:
+    """A short hash of the pool's task ids, in order: what a checkpoint records of the pool its stream's
+    indices name."""
+    return hashlib.sha256("\n".join(t.id for t in tasks).encode()).hexdigest()[:16]

@@ -15,8 +15,9 @@ import collections
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import get_args
 
-from rollout.engines.protocol import EngineError, Generation, SamplingParams, TokenScores
+from rollout.engines.protocol import EngineError, FinishReason, Generation, SamplingParams, TokenScores
 from tbjax.config import Config
 from tbjax.parallel.distributed import is_driver
 from tbjax.trainer.backends.protocol import MemoryPart, Serve, nothing
@@ -85,6 +86,8 @@ def read_recording(path: Path) -> list[tuple[list[int], Generation]]:
     for number, line in enumerate(path.read_text().splitlines(), 1):
         try:
             record = json.loads(line)
+            if record["finish_reason"] not in get_args(FinishReason):
+                raise ValueError(f"finish_reason {record['finish_reason']!r} is none of {get_args(FinishReason)}")
             generations.append((list(record.pop("input_ids")), Generation(
                 output_ids=tuple(record["output_ids"]), logprobs=tuple(record["logprobs"]),
                 finish_reason=record["finish_reason"], weight_version=str(record["weight_version"]),

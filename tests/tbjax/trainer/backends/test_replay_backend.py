@@ -70,3 +70,10 @@ def test_a_missing_or_malformed_recording_is_refused_naming_it(tmp_path):
 def test_the_weight_probe_is_refused_with_an_engine_that_cannot_score(tmp_path):
     with pytest.raises(ValueError, match="train.weight_probe: the replay engine cannot score the probe"):
         config_for(tmp_path, 1, "rollout.engine=replay")
+
+
+def test_a_recorded_generation_without_a_finish_reason_of_the_protocol_is_refused(tmp_path):
+    line = {"input_ids": [1], "output_ids": [2], "logprobs": [-0.5], "finish_reason": "eos", "weight_version": "0"}
+    (tmp_path / RECORDING).write_text(json.dumps(line) + "\n")
+    with pytest.raises(ValueError, match=r"replay.jsonl:1: not a recorded generation .*finish_reason 'eos'"):
+        read_recording(tmp_path / RECORDING)
