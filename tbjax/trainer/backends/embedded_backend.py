@@ -27,6 +27,9 @@ from tbjax.trainer.backends.protocol import MemoryPart, Serve, nothing
 from tbjax.trainer.train_state import Params
 from tbjax.trainer.update import GRPOTrainer
 
+NOTHING_HANDED_OVER = ("the embedded engine shares the trainer's parameters and hands nothing over "
+                       "(rollout.placement=colocated is refused for it)")
+
 
 class EmbeddedBackend:
     starts_from_base = False  # it starts on the run's own parameters
@@ -42,11 +45,10 @@ class EmbeddedBackend:
         return functools.partial(self.engine.set_state, nnx.state(model), version)
 
     async def release_memory(self) -> None:
-        raise RuntimeError("the embedded engine shares the trainer's parameters and hands nothing over "
-                           "(rollout.placement=colocated is refused for it)")
+        raise RuntimeError(NOTHING_HANDED_OVER)
 
     async def resume_memory(self, part: MemoryPart) -> None:
-        await self.release_memory()
+        raise RuntimeError(NOTHING_HANDED_OVER)
 
     async def close(self) -> None:
         if self.engine is not None:
